@@ -1,0 +1,247 @@
+"""evalsite settings: everything that differs between machines comes from the environment.
+
+The embedded default (no variables set) is SQLite in a data directory plus django-q2's ORM
+broker, so a fresh machine needs no services. A team server sets DATABASE_URL and REDIS_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+DATA_DIR = Path(os.environ.get("EVALSITE_DATA_DIR", BASE_DIR / "data")).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one generated on first start and kept.
+
+    Keeping it in the data directory means sessions survive restarts without anyone having
+    to invent a key for the embedded default.
+    """
+    if key := os.environ.get("SECRET_KEY"):
+        return key
+    path = DATA_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        key = secrets.token_urlsafe(50)
+        # O_EXCL: two processes starting together (web + qcluster) must agree on one key.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return path.read_text().strip()
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key)
+        return key
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "django_htmx",
+    "django_q",
+    "evaluations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "evalsite.urls"
+WSGI_APPLICATION = "evalsite.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "evaluations.context_processors.current_project",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+SQLITE_PATH = DATA_DIR / "evalsite.sqlite3"
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{SQLITE_PATH}"),
+        # Above zero: django-q2's ORM broker closes old connections on every enqueue/dequeue,
+        # and CONN_MAX_AGE=0 measured 7x slower (STACK.md).
+        conn_max_age=600,
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        # IMMEDIATE takes the write lock at BEGIN, so queue workers wait for it (timeout)
+        # instead of failing the lock upgrade with "database is locked"; WAL lets pages read
+        # while a worker writes. Measured in STACK.md: 0 failures with 2-4 workers.
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # A file, not :memory:, so a qcluster process started by a test sees the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test_evalsite.sqlite3")}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Task queue -----------------------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+Q_CLUSTER: dict[str, object] = {
+    "name": "evalsite",
+    "workers": env_int("EVALSITE_WORKERS", 2),
+    # A batch of cases must finish inside `timeout`; `retry` has to exceed
+    # timeout x (queue_limit + 2) or a task still queued inside the cluster is handed out
+    # twice (STACK.md). Tasks are idempotent anyway, so a duplicate costs time, not data.
+    "timeout": env_int("EVALSITE_TASK_TIMEOUT", 600),
+    "retry": env_int("EVALSITE_TASK_TIMEOUT", 600) * 5,
+    "queue_limit": 2,
+    # A task that raises is re-run forever by default; a failing batch is instead recorded
+    # on the run, and the run's own lease (not the broker) decides about resuming work.
+    "max_attempts": 2,
+    "ack_failures": True,
+    "catch_up": False,
+    "save_limit": 1000,
+    "label": "Task queue",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+if env_bool("EVALSITE_Q_SYNC", False):
+    Q_CLUSTER["sync"] = True
+
+# --- Auth -----------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- I18N / static --------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.min.js straight from the installed plotly package: no CDN, no copy in git.
+    "evaluations.staticfinders.PlotlyFinder",
+]
+# The embedded default serves assets from the finders, so `up` needs no collectstatic;
+# a team server runs collectstatic and gets compressed, hashed files.
+WHITENOISE_USE_FINDERS = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": os.environ.get(
+            "EVALSITE_STATICFILES_STORAGE",
+            "django.contrib.staticfiles.storage.StaticFilesStorage",
+        )
+    },
+}
+
+# --- Uploads --------------------------------------------------------------------------------
+# Largest eval-set upload (one file, or a zip's total unpacked size).
+EVALSITE_MAX_UPLOAD_BYTES = env_int("EVALSITE_MAX_UPLOAD_MB", 100) * 1024 * 1024
+# Let Django accept the multipart body; evalsite checks each file itself so the error says
+# which file was too large instead of a bare 400.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+DATA_UPLOAD_MAX_NUMBER_FILES = 500
+
+# --- REST framework -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "evaluations.api.errors.exception_handler",
+}
+
+# --- Security (hardened when DEBUG is off) --------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the cookie-free meta tag instead
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if env_bool("EVALSITE_HTTPS", False):
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("EVALSITE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("EVALSITE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

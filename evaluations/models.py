@@ -1,0 +1,308 @@
+"""What evalsite persists.
+
+Project -> EvalSet -> EvalSetVersion (immutable, content-hashed) -> EvalCase.
+Run (pins a version) -> CaseResult (per case and iteration) -> Score (per evaluator, level,
+turn and node). Membership gives users their role in a project.
+
+A case's conversation is stored as the native JSON (it is read whole, never queried into);
+the columns beside it are what lists filter and sort on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+
+class ProjectQuerySet(models.QuerySet["Project"]):
+    def visible_to(self, user: Any) -> ProjectQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_superuser:
+            return self.all()
+        return self.filter(memberships__user=user)
+
+
+class Project(models.Model):
+    """A team's workspace: every eval set, run and comment belongs to exactly one."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        VIEWER = "viewer", "Viewer"
+        MEMBER = "member", "Member"
+        ADMIN = "admin", "Admin"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="membership_unique")]
+
+
+class EvalSetQuerySet(models.QuerySet["EvalSet"]):
+    def visible_to(self, user: Any) -> EvalSetQuerySet:
+        return self.filter(project__in=Project.objects.visible_to(user))
+
+
+class EvalSet(models.Model):
+    """A named eval set within a project; its content lives in immutable versions."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="evalsets")
+    eval_set_id = models.CharField(max_length=255)  # the id inside the file
+    name = models.CharField(max_length=255, blank=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    latest_version = models.ForeignKey(
+        "EvalSetVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The run new comparisons default to (pinned by a project admin; a later issue).
+    baseline_run = models.ForeignKey("Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    objects = EvalSetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [models.UniqueConstraint(fields=["project", "eval_set_id"], name="evalset_unique_id")]
+
+    def __str__(self) -> str:
+        return self.name or self.eval_set_id
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.eval_set_id
+
+    def get_absolute_url(self) -> str:
+        return reverse("evalset_detail", args=[self.pk])
+
+
+class EvalSetVersion(models.Model):
+    """One immutable upload of an eval set. The same content uploaded again is this version."""
+
+    evalset = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64)  # sha256 of the canonical native content
+    source_format = models.CharField(max_length=32)
+    source_variant = models.CharField(max_length=64, blank=True)
+    source_filename = models.CharField(max_length=255)
+    name = models.CharField(max_length=255, blank=True)
+    description = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # AgentFlow EvalConfig the file brought (ADK test_config.json, UiPath evaluators).
+    default_config = models.JSONField(null=True, blank=True)
+    # UiPath evaluator definitions as uploaded, keyed by evaluator id.
+    evaluator_config = models.JSONField(null=True, blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+    case_count = models.PositiveIntegerField(default=0)
+    turn_count = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    tags = models.JSONField(default=list, blank=True)  # every tag used, sorted: filter choices
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["evalset", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["evalset", "number"], name="version_unique_number"),
+            models.UniqueConstraint(fields=["evalset", "content_hash"], name="version_unique_content"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.evalset} v{self.number}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("evalset_detail", args=[self.evalset_id]) + f"?version={self.number}"
+
+
+class EvalSetSource(models.Model):
+    """The original bytes of a version's upload, kept apart so lists never load them."""
+
+    version = models.OneToOneField(EvalSetVersion, on_delete=models.CASCADE, related_name="source")
+    filename = models.CharField(max_length=255)
+    content_type = models.CharField(max_length=100)
+    data = models.BinaryField()
+
+
+class EvalCaseQuerySet(models.QuerySet["EvalCase"]):
+    def search(self, text: str) -> EvalCaseQuerySet:
+        text = text.strip()
+        if not text:
+            return self
+        return self.filter(Q(eval_id__icontains=text) | Q(name__icontains=text) | Q(search_text__icontains=text))
+
+    def tagged(self, tag: str) -> EvalCaseQuerySet:
+        # Tags are kept as "|a|b|" so one indexable LIKE works on SQLite and PostgreSQL alike
+        # (SQLite has no JSON `contains`).
+        return self.filter(tags_text__contains=f"|{tag}|") if tag else self
+
+
+class EvalCase(models.Model):
+    version = models.ForeignKey(EvalSetVersion, on_delete=models.CASCADE, related_name="cases")
+    position = models.PositiveIntegerField()
+    eval_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    tags_text = models.TextField(blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    session_input = models.JSONField(null=True, blank=True)
+    conversation = models.JSONField(default=list, blank=True)  # native Invocation dicts
+    conversation_scenario = models.JSONField(null=True, blank=True)
+    rubrics = models.JSONField(default=list, blank=True)
+    criteria = models.JSONField(default=dict, blank=True)  # per-case evaluator criteria
+    turn_count = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    # The first user message, for the cases table and search.
+    search_text = models.TextField(blank=True, default="")
+
+    objects = EvalCaseQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["version", "position"]
+        constraints = [models.UniqueConstraint(fields=["version", "eval_id"], name="case_unique_eval_id")]
+        indexes = [models.Index(fields=["version", "position"], name="case_version_position")]
+
+    def __str__(self) -> str:
+        return self.eval_id
+
+    def get_absolute_url(self) -> str:
+        return reverse("case_detail", args=[self.pk])
+
+
+class EvaluationConfig(models.Model):
+    """A named, reusable evaluation config of a project (DeepEval's metric collection)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="eval_configs")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    config = models.JSONField(default=dict)  # AgentFlow EvalConfig
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="evalconfig_unique_name")]
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class TargetKind(models.TextChoices):
+        UPLOADED = "uploaded"
+        HTTP = "http"
+        PYTHON = "python"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    evalset_version = models.ForeignKey(EvalSetVersion, on_delete=models.PROTECT, related_name="runs")
+    name = models.CharField(max_length=255, blank=True)
+    config = models.JSONField(default=dict)  # the AgentFlow EvalConfig actually used
+    config_preset = models.ForeignKey(EvaluationConfig, null=True, blank=True, on_delete=models.SET_NULL)
+    target_kind = models.CharField(max_length=16, choices=TargetKind.choices)
+    target = models.JSONField(default=dict)  # URL/headers/mapping, or the callable path
+    iterations = models.PositiveIntegerField(default=1)
+    warmups = models.PositiveIntegerField(default=0)
+    # Labels.
+    model = models.CharField(max_length=200, blank=True)
+    git_commit = models.CharField(max_length=64, blank=True)
+    branch = models.CharField(max_length=255, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)
+    # Progress counters: only ever changed with F() expressions.
+    cases_total = models.PositiveIntegerField(default=0)
+    cases_done = models.PositiveIntegerField(default=0)
+    cases_failed = models.PositiveIntegerField(default=0)
+    cases_errored = models.PositiveIntegerField(default=0)
+    # Lease: the worker holding the run renews heartbeat_at; a stale lease means resume.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=100, blank=True)
+    summary = models.JSONField(null=True, blank=True)  # per-criterion and latency aggregates
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["project", "status"], name="run_project_status")]
+
+
+class CaseResult(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        PASSED = "passed"
+        FAILED = "failed"
+        ERROR = "error"
+        NOT_RUNNABLE = "not_runnable"
+        MISSING = "missing"  # uploaded outputs had nothing for this case
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results")
+    case = models.ForeignKey(EvalCase, on_delete=models.CASCADE, related_name="results")
+    iteration = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    output = models.JSONField(null=True, blank=True)  # the outputs-format object
+    error = models.TextField(blank=True)
+    latency_seconds = models.FloatField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "case", "iteration"], name="result_unique")]
+        indexes = [models.Index(fields=["run", "status"], name="result_run_status")]
+
+
+class Score(models.Model):
+    class Level(models.TextChoices):
+        CONVERSATION = "conversation"
+        INTERACTION = "interaction"
+        NODE = "node"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="scores")  # for aggregates
+    result = models.ForeignKey(CaseResult, on_delete=models.CASCADE, related_name="scores")
+    criterion = models.CharField(max_length=100)
+    evaluator = models.CharField(max_length=100, blank=True)
+    applies_to = models.CharField(max_length=16, choices=Level.choices, default=Level.CONVERSATION)
+    # -1 for the whole conversation: NULLs would not collide in the unique constraint.
+    turn_index = models.IntegerField(default=-1)
+    node_name = models.CharField(max_length=200, blank=True, default="")
+    score = models.FloatField(null=True, blank=True)  # normalised to [0, 1]
+    raw_value = models.FloatField(null=True, blank=True)  # on the evaluator's own scale
+    passed = models.BooleanField(null=True)
+    threshold = models.JSONField(null=True, blank=True)  # {"lower_limit": x} / {"upper_limit": y}
+    justification = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["result", "criterion", "applies_to", "turn_index", "node_name"], name="score_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["run", "criterion"], name="score_run_criterion")]

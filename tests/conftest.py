@@ -1,0 +1,70 @@
+"""Shared fixtures.
+
+The people in these tests:
+- alice: a member of the "acme" project; uploads and reads eval sets.
+- bob: a member of another project ("globex"); must never see acme's data.
+- admin: a superuser, for the admin-only paths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from evaluations.formats import SourceFile
+from evaluations.models import Membership, Project
+
+REPO = Path(__file__).resolve().parent.parent
+REALWORLD = REPO.parent / "shared" / "realworld"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def source(path: Path, name: str | None = None) -> SourceFile:
+    return SourceFile(name or path.name, path.read_bytes())
+
+
+@pytest.fixture
+def realworld() -> Path:
+    assert REALWORLD.is_dir(), f"the real-world eval sets are expected at {REALWORLD}"
+    return REALWORLD
+
+
+@pytest.fixture
+def acme(db: None) -> Project:
+    return Project.objects.create(slug="acme", name="Acme")
+
+
+@pytest.fixture
+def globex(db: None) -> Project:
+    return Project.objects.create(slug="globex", name="Globex")
+
+
+@pytest.fixture
+def alice(acme: Project):  # type: ignore[no-untyped-def]
+    user = get_user_model().objects.create_user("alice", "alice@example.com", "alice-pass-123")
+    Membership.objects.create(project=acme, user=user, role=Membership.Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def bob(globex: Project):  # type: ignore[no-untyped-def]
+    user = get_user_model().objects.create_user("bob", "bob@example.com", "bob-pass-123")
+    Membership.objects.create(project=globex, user=user, role=Membership.Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def alice_client(alice) -> Client:  # type: ignore[no-untyped-def]
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def bob_client(bob) -> Client:  # type: ignore[no-untyped-def]
+    client = Client()
+    client.force_login(bob)
+    return client
