@@ -44,6 +44,17 @@ class Project(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def role_of(self, user: Any) -> str | None:
+        """The user's role here ("admin" for superusers), or None for outsiders."""
+        if not user.is_authenticated:
+            return None
+        if user.is_superuser:
+            return Membership.Role.ADMIN
+        return self.memberships.filter(user=user).values_list("role", flat=True).first()
+
+    def can_write(self, user: Any) -> bool:
+        return self.role_of(user) in {Membership.Role.MEMBER, Membership.Role.ADMIN}
+
 
 class Membership(models.Model):
     class Role(models.TextChoices):

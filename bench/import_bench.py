@@ -1,0 +1,148 @@
+"""Import benchmark: a 10,000-case Google ADK eval set through the real import service.
+
+    python bench/import_bench.py [--cases 10000] [--runs 3]
+
+Generates an ADK EvalSet file the way ADK writes it (3 turns a case, 2-4 tool calls a turn,
+every genai Part field present, as ADK's own dumps have them), then imports it in a fresh
+process into a fresh SQLite database (the embedded default) and prints wall time and peak
+RSS of that process. Target (issue 2): <= 5 s and <= 300 MB peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+CITIES = ["Tokyo", "Paris", "Lisbon", "Oslo", "Nairobi", "Lima", "Toronto", "Seoul", "Madrid", "Cairo"]
+TOOLS = {
+    "get_weather": lambda r: {"city": r.choice(CITIES), "units": r.choice(["metric", "imperial"])},
+    "get_forecast": lambda r: {"city": r.choice(CITIES), "days": r.randint(1, 7)},
+    "search_flights": lambda r: {"origin": r.choice(CITIES), "destination": r.choice(CITIES),
+                                 "date": f"2026-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}",
+                                 "passengers": r.randint(1, 4), "cabin": r.choice(["economy", "business"])},
+    "get_order": lambda r: {"order_id": str(r.randint(1000, 99999))},
+    "cancel_order": lambda r: {"order_id": str(r.randint(1000, 99999)), "reason": r.choice(["late", "damaged", "changed mind"])},
+    "send_email": lambda r: {"to": f"user{r.randint(1, 999)}@example.com", "subject": "Your booking",
+                             "body": "Hello, your booking is confirmed. " * r.randint(1, 3)},
+}
+QUESTIONS = [
+    "What's the weather like in {city} this weekend, and should I pack a jacket?",
+    "Find me the cheapest flight to {city} next month, I can be flexible by a day or two.",
+    "Can you check the status of my last order and tell me when it will arrive?",
+    "Please cancel the order I placed yesterday, it was a mistake.",
+    "Compare the forecast for {city} with where I am now and suggest the better day to travel.",
+]
+ANSWERS = [
+    "It will be {t}°C and mostly clear in {city} on Saturday, with a light breeze in the evening; "
+    "a light jacket is a good idea after sunset.",
+    "The cheapest option is a direct flight to {city} on the 14th for 212 EUR, departing 08:40 and arriving 11:05.",
+    "Your order shipped two days ago and is expected to arrive on Thursday between 9:00 and 13:00.",
+    "I have cancelled the order; the refund of 59.90 EUR will reach your card within 3-5 business days.",
+]
+
+
+def _part(text: str | None = None, **fields: object) -> dict:
+    # Every genai Part field, as ADK's model_dump writes them.
+    part = {"video_metadata": None, "thought": None, "code_execution_result": None, "executable_code": None,
+            "file_data": None, "function_call": None, "function_response": None, "inline_data": None, "text": text}
+    part.update(fields)
+    return part
+
+
+def generate(cases: int, seed: int = 7) -> dict:
+    r = random.Random(seed)
+    out = []
+    for i in range(cases):
+        conversation = []
+        for turn in range(3):
+            city = r.choice(CITIES)
+            names = r.sample(list(TOOLS), r.randint(2, 4))
+            conversation.append({
+                "invocation_id": f"inv-{i}-{turn}",
+                "user_content": {"parts": [_part(r.choice(QUESTIONS).format(city=city))], "role": "user"},
+                "final_response": {"parts": [_part(r.choice(ANSWERS).format(city=city, t=r.randint(-5, 35)))],
+                                   "role": "model"},
+                "intermediate_data": {
+                    "tool_uses": [{"id": f"call-{i}-{turn}-{k}", "args": TOOLS[n](r), "name": n} for k, n in enumerate(names)],
+                    "intermediate_responses": [],
+                },
+                "creation_timestamp": 1747341706.62 + i + turn,
+            })
+        out.append({
+            "eval_id": f"case_{i:05d}",
+            "conversation": conversation,
+            "session_input": {"app_name": "travel_agent", "user_id": f"user_{i % 97}", "state": {"tier": r.choice(["gold", "basic"])}},
+            "creation_timestamp": 1747341700.0 + i,
+        })
+    return {"eval_set_id": "bench_adk_10k", "name": "Benchmark ADK eval set", "description": None,
+            "eval_cases": out, "creation_timestamp": 1747341700.0}
+
+
+def import_once(path: Path) -> None:
+    """Child process: fresh SQLite database, migrate (untimed), then the timed import."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from evaluations.formats import files_from_paths
+    from evaluations.services import evalset_import, project_get_or_create_default
+
+    call_command("migrate", verbosity=0)
+    project = project_get_or_create_default()
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    started = time.perf_counter()
+    [outcome] = evalset_import(project=project, files=files_from_paths([path]))
+    elapsed = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": elapsed, "peak_rss_mb": peak, "rss_before_mb": rss_before,
+                      "cases": outcome.case_count, "turns": outcome.version.turn_count,
+                      "tool_calls": outcome.version.tool_call_count, "format": outcome.variant}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--import-file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.import_file:
+        import_once(Path(args.import_file))
+        return
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench_adk.test.json"
+        path.write_text(json.dumps(generate(args.cases), indent=2))
+        print(f"generated {args.cases} ADK cases: {path.stat().st_size / 1e6:.1f} MB")
+        results = []
+        for run in range(args.runs):
+            env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+            env["EVALSITE_DATA_DIR"] = str(Path(tmp) / f"data{run}")
+            out = subprocess.run([sys.executable, __file__, "--import-file", str(path)], env=env, cwd=REPO,
+                                 capture_output=True, text=True, check=True)
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            results.append(result)
+            print(f"run {run + 1}: {result['seconds']:.2f} s, peak RSS {result['peak_rss_mb']:.0f} MB "
+                  f"(process before import {result['rss_before_mb']:.0f} MB), {result['cases']} cases, "
+                  f"{result['turns']} turns, {result['tool_calls']} tool calls [{result['format']}]")
+        best = min(r["seconds"] for r in results)
+        peak = max(r["peak_rss_mb"] for r in results)
+        verdict = "OK" if best <= 5 and peak <= 300 else "OVER TARGET"
+        print(f"import of {args.cases} cases: best {best:.2f} s, worst peak RSS {peak:.0f} MB "
+              f"(target <= 5 s, <= 300 MB): {verdict}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""`manage.py up` on a fresh data directory: migrations, web server, queue, a login."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import REPO
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
+    env.update({"EVALSITE_DATA_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--port", str(port), "--demo"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    output = ""
+    try:
+        deadline = time.monotonic() + 90
+        assert proc.stdout is not None
+        while "Press Ctrl+C" not in output:
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, output
+            output += line
+            assert time.monotonic() < deadline, output
+        assert f"evalsite is running at http://127.0.0.1:{port}/" in output
+        assert "demo: eval set 'demo_travel_agent'" in output
+        assert "ORM broker" in output
+        match = re.search(r"log in as 'admin' with password '([^']+)'", output)
+        assert match, output
+        password = match.group(1)
+
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        base = f"http://127.0.0.1:{port}"
+        opener.open(f"{base}/accounts/login/").read()
+        csrf = next(c.value for c in jar if c.name == "csrftoken")
+        body = urllib.parse.urlencode({"username": "admin", "password": password, "csrfmiddlewaretoken": csrf}).encode()
+        request = urllib.request.Request(f"{base}/accounts/login/", data=body, headers={"Referer": f"{base}/accounts/login/"})
+        page = opener.open(request).read().decode()
+        assert "Demo travel agent" in page  # landed on the eval-set list, logged in
+        assert (tmp_path / "evalsite.sqlite3").exists()
+        children = [" ".join(c.cmdline()) for c in psutil.Process(proc.pid).children(recursive=True)]
+        assert any("qcluster" in c for c in children), children
+        assert any("gunicorn" in c for c in children), children
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rest, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rest, _ = proc.communicate()
+    assert proc.returncode == 0, output + (rest or "")
