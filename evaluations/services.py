@@ -16,7 +16,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from evaluations.formats import ParsedEvalSet, SourceFile, read_upload
-from evaluations.models import EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
+from evaluations.formats.base import CaseSink, gc_paused
+from evaluations.models import EvalCase, EvalSet, EvalSetSource, EvalSetVersion, JSONText, Project
 from evaluations.schemas.evalset import EvalCase as NativeCase
 
 DEFAULT_PROJECT_SLUG = "default"
@@ -59,22 +60,38 @@ def evalset_import(
     Raises `EvalSetImportError` (from the readers) before anything is written; the writes
     themselves happen in one transaction.
     """
-    parsed = read_upload(files, format=format)
-    prepared = [_prepare(p) for p in parsed]
-    with transaction.atomic():
-        return [_store(project=project, prepared=p, user=user) for p in prepared]
+    with gc_paused():
+        parsed = read_upload(files, format=format, sink_factory=_CaseRows)
+        with transaction.atomic():
+            return [_store(project=project, parsed=p, user=user) for p in parsed]
 
 
-@dataclass
-class _Prepared:
-    parsed: ParsedEvalSet
-    cases: list[dict[str, Any]]
-    content_hash: str
+class _CaseRows(CaseSink):
+    """Turns each case into an unsaved row the moment the reader hands it over, hashing the
+    canonical content on the way; the pydantic case is dropped right after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[EvalCase] = []
+        self.digest = hashlib.sha256()
+        self.tags: set[str] = set()
+        self.turns = 0
+        self.tool_calls = 0
+
+    def keep(self, position: int, case: NativeCase) -> None:
+        row = _case_row(position, case)
+        self.digest.update(_canonical([case.eval_id, case.name]))
+        for name in _CASE_JSON_COLUMNS:
+            self.digest.update(f"\0{name}\0{getattr(row, name)}".encode())
+        self.rows.append(row)
+        self.tags.update(case.tags)
+        self.turns += row.turn_count
+        self.tool_calls += row.tool_call_count
 
 
-def _prepare(parsed: ParsedEvalSet) -> _Prepared:
-    """Dump the cases once and hash the canonical content (outside the transaction)."""
-    digest = hashlib.sha256()
+def _content_hash(parsed: ParsedEvalSet, rows: _CaseRows) -> str:
+    """sha256 over the canonical native content: the same eval set in another layout, key
+    order or even another format is the same version."""
     evalset = parsed.evalset
     header = {
         "eval_set_id": evalset.eval_set_id,
@@ -83,23 +100,23 @@ def _prepare(parsed: ParsedEvalSet) -> _Prepared:
         "metadata": evalset.metadata,
         "default_config": parsed.default_config.model_dump(mode="json") if parsed.default_config else None,
         "evaluator_config": parsed.evaluator_config,
+        "cases": rows.digest.hexdigest(),
     }
-    digest.update(_canonical(header))
-    cases = []
-    for case in evalset.eval_cases:
-        dumped = case.model_dump(mode="json")
-        digest.update(_canonical(dumped))
-        cases.append(dumped)
-    return _Prepared(parsed=parsed, cases=cases, content_hash=digest.hexdigest())
+    return hashlib.sha256(_canonical(header)).hexdigest()
+
+
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(value).encode()
 
 
-def _store(*, project: Project, prepared: _Prepared, user: Any) -> ImportOutcome:
-    parsed = prepared.parsed
+def _store(*, project: Project, parsed: ParsedEvalSet, user: Any) -> ImportOutcome:
     native = parsed.evalset
+    assert isinstance(parsed.sink, _CaseRows)
+    sink = parsed.sink
+    content_hash = _content_hash(parsed, sink)
     evalset, _ = EvalSet.objects.get_or_create(
         project=project,
         eval_set_id=native.eval_set_id,
@@ -107,17 +124,17 @@ def _store(*, project: Project, prepared: _Prepared, user: Any) -> ImportOutcome
     )
     # Lock the eval set so concurrent uploads number their versions one after the other.
     evalset = EvalSet.objects.select_for_update().get(pk=evalset.pk)
-    existing = evalset.versions.filter(content_hash=prepared.content_hash).first()
+    existing = evalset.versions.filter(content_hash=content_hash).first()
     if existing is not None:
         return ImportOutcome(evalset, existing, False, existing.source_format, existing.source_variant,
                              existing.case_count, list(existing.warnings))
 
+
     number = (evalset.versions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
-    tags = sorted({t for c in native.eval_cases for t in c.tags})
     version = EvalSetVersion.objects.create(
         evalset=evalset,
         number=number,
-        content_hash=prepared.content_hash,
+        content_hash=content_hash,
         source_format=parsed.format,
         source_variant=parsed.variant,
         source_filename=parsed.source.name[:255],
@@ -127,23 +144,23 @@ def _store(*, project: Project, prepared: _Prepared, user: Any) -> ImportOutcome
         default_config=parsed.default_config.model_dump(mode="json") if parsed.default_config else None,
         evaluator_config=parsed.evaluator_config,
         warnings=parsed.warnings,
-        case_count=len(native.eval_cases),
-        turn_count=sum(len(c.conversation) for c in native.eval_cases),
-        tool_call_count=sum(len(i.expected_tool_trajectory) for c in native.eval_cases for i in c.conversation),
-        tags=tags,
+        case_count=sink.count,
+        turn_count=sink.turns,
+        tool_call_count=sink.tool_calls,
+        tags=sorted(sink.tags),
         created_by=user if user is not None and user.is_authenticated else None,
     )
     filename, content_type, data = _original(parsed)
-    EvalSetSource.objects.create(version=version, filename=filename, content_type=content_type, data=data)
+    EvalSetSource.objects.create(version=version, filename=filename, content_type=content_type, size=len(data),
+                                 data=EvalSetSource.compress(data))
 
-    batch: list[EvalCase] = []
-    for position, (case, dumped) in enumerate(zip(native.eval_cases, prepared.cases, strict=True)):
-        batch.append(_case_row(version, position, case, dumped))
-        if len(batch) >= BULK_BATCH:
-            EvalCase.objects.bulk_create(batch)
-            batch = []
-    if batch:
+    rows = sink.rows
+    for start in range(0, len(rows), BULK_BATCH):
+        batch = rows[start : start + BULK_BATCH]
+        for row in batch:
+            row.version = version
         EvalCase.objects.bulk_create(batch)
+        rows[start : start + BULK_BATCH] = [None] * len(batch)  # type: ignore[list-item]
 
     EvalSet.objects.filter(pk=evalset.pk).update(
         name=native.name or F("name"),
@@ -152,29 +169,30 @@ def _store(*, project: Project, prepared: _Prepared, user: Any) -> ImportOutcome
         updated_at=timezone.now(),
     )
     evalset.refresh_from_db()
-    return ImportOutcome(evalset, version, True, parsed.format, parsed.variant, version.case_count, parsed.warnings)
+    return ImportOutcome(evalset, version, True, parsed.format, parsed.variant, sink.count, parsed.warnings)
 
 
-def _case_row(version: EvalSetVersion, position: int, case: NativeCase, dumped: dict[str, Any]) -> EvalCase:
+# The native EvalCase fields stored as JSON columns, in hashing order.
+_CASE_JSON_COLUMNS = ("tags", "metadata", "session_input", "conversation", "conversation_scenario", "rubrics",
+                      "criteria")
+
+
+def _case_row(position: int, case: NativeCase) -> EvalCase:
+    """An unsaved row whose JSON columns hold canonical text (sorted keys, compact), written
+    once and used both for the content hash and for the insert."""
+    dumped = case.model_dump(mode="json")
     first_user = case.conversation[0].user_content.get_text() if case.conversation else ""
     if not first_user and case.conversation_scenario:
         first_user = case.conversation_scenario.starting_prompt or case.conversation_scenario.conversation_plan
     return EvalCase(
-        version=version,
         position=position,
         eval_id=case.eval_id,
         name=case.name[:255],
-        tags=case.tags,
         tags_text="|" + "|".join(case.tags) + "|" if case.tags else "",
-        metadata=dumped["metadata"],
-        session_input=dumped["session_input"],
-        conversation=dumped["conversation"],
-        conversation_scenario=dumped["conversation_scenario"],
-        rubrics=dumped["rubrics"],
-        criteria=dumped["criteria"],
         turn_count=len(case.conversation),
         tool_call_count=sum(len(i.expected_tool_trajectory) for i in case.conversation),
         search_text=first_user[:2000],
+        **{name: JSONText(_ENCODER.encode(dumped[name])) for name in _CASE_JSON_COLUMNS},
     )
 
 

@@ -11,13 +11,14 @@ import importlib
 import posixpath
 import zipfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from io import BytesIO
 from pathlib import Path
 
 from django.conf import settings
 
 from evaluations.formats.base import (
+    CaseSink,
     EvalSetImportError,
     FormatReader,
     ParsedEvalSet,
@@ -92,7 +93,8 @@ def expand_zip(archive: SourceFile) -> list[SourceFile]:
     members = zf.infolist()
     if len(members) > MAX_ZIP_MEMBERS:
         raise EvalSetImportError(
-            "invalid_zip", [Problem(f"the zip holds {len(members)} entries (at most {MAX_ZIP_MEMBERS})", file=archive.name)]
+            "invalid_zip",
+            [Problem(f"the zip holds {len(members)} entries (at most {MAX_ZIP_MEMBERS})", file=archive.name)],
         )
     unsafe = []
     for info in members:
@@ -177,18 +179,25 @@ def detect(file: SourceFile, candidates: Sequence[FormatReader]) -> tuple[Format
     return None, refusals
 
 
-def read_upload(files: Sequence[SourceFile], *, format: str | None = None) -> list[ParsedEvalSet]:
+def read_upload(
+    files: Sequence[SourceFile],
+    *,
+    format: str | None = None,
+    sink_factory: Callable[[], CaseSink] = CaseSink,
+) -> list[ParsedEvalSet]:
     """Every eval set in the upload, parsed into the native model.
 
-    Raises EvalSetImportError when anything is wrong; an upload is all or nothing.
+    Each eval set's cases go to a fresh sink from `sink_factory`; with the default sink they
+    end up in `evalset.eval_cases`. Raises EvalSetImportError when anything is wrong; an
+    upload is all or nothing.
     """
     files = expand(files)
     if not files:
         raise EvalSetImportError("empty", "the upload holds no eval-set file (.json, .jsonl or .csv)")
     for f in files:
-        if not f.data.strip():
+        if f.is_blank():
             raise EvalSetImportError("empty", [Problem("the file is empty", file=f.name)])
-        _ = f.text  # a file that is not UTF-8 fails here, with its offset and line
+        f.check_encoding()  # a file that is not UTF-8 fails here, with its offset and line
 
     candidates = [get_reader(format)] if format else readers()
     all_readers = readers()
@@ -216,16 +225,23 @@ def read_upload(files: Sequence[SourceFile], *, format: str | None = None) -> li
         tried = ", ".join(r.name for r in candidates)
         raise EvalSetImportError(
             "unknown_format",
-            [Problem(f"no eval set found (tried: {tried})")] + refusals,
+            [Problem(f"no eval set found (tried: {tried})"), *refusals],
         )
 
     parsed: list[ParsedEvalSet] = []
     for f, reader in mains:
-        result = reader.parse(f, companions)
+        sink = sink_factory()
+        result = reader.parse(f, companions, sink=sink)
+        for case in result.evalset.eval_cases:  # readers that return the whole list
+            sink.add(case)
+        result.evalset.eval_cases = sink.cases
+        result.sink = sink
         check_duplicate_ids(result)
-        if not result.evalset.eval_cases:
+        if not sink.count:
             raise EvalSetImportError("empty", [Problem("the eval set has no cases", file=f.name)])
         parsed.append(result)
+    for f in files:
+        f.release()
     ids = Counter(p.evalset.eval_set_id for p in parsed)
     clashes = [i for i, n in ids.items() if n > 1]
     if clashes:
@@ -237,24 +253,21 @@ def read_upload(files: Sequence[SourceFile], *, format: str | None = None) -> li
 
 
 def check_duplicate_ids(result: ParsedEvalSet) -> None:
-    seen: dict[str, int] = {}
-    problems: list[Problem] = []
-    for index, case in enumerate(result.evalset.eval_cases):
-        if case.eval_id in seen:
-            problems.append(
-                Problem(
-                    f"duplicate eval_id: cases #{seen[case.eval_id] + 1} and #{index + 1} share it",
-                    file=result.source.name,
-                    case=case.eval_id,
-                )
-            )
-        else:
-            seen[case.eval_id] = index
+    assert result.sink is not None
+    problems = [
+        Problem(
+            f"duplicate eval_id: cases #{first + 1} and #{position + 1} share it",
+            file=result.source.name,
+            case=eval_id,
+        )
+        for eval_id, first, position in result.sink.duplicates
+    ]
     if problems:
         raise EvalSetImportError("duplicate_ids", problems)
 
 
 __all__ = [
+    "CaseSink",
     "EvalSetImportError",
     "ParsedEvalSet",
     "Problem",

@@ -44,6 +44,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evaluations.formats.base import (
+    CaseSink,
     EvalSetImportError,
     ParsedEvalSet,
     PathPart,
@@ -209,7 +210,9 @@ class DeepEvalReader:
     def is_companion(self, file: SourceFile) -> bool:
         return False
 
-    def parse(self, file: SourceFile, companions: Sequence[SourceFile]) -> ParsedEvalSet:
+    def parse(
+        self, file: SourceFile, companions: Sequence[SourceFile], sink: CaseSink | None = None
+    ) -> ParsedEvalSet:
         run = _Parse(file)
         goldens = self._load(run)
         if not goldens and not run.problems:

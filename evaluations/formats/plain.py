@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluations.formats.base import (
+    CaseSink,
     EvalSetImportError,
     ParsedEvalSet,
     PathPart,
@@ -74,7 +75,9 @@ class PlainReader:
     def is_companion(self, file: SourceFile) -> bool:
         return False
 
-    def parse(self, file: SourceFile, companions: Sequence[SourceFile]) -> ParsedEvalSet:
+    def parse(
+        self, file: SourceFile, companions: Sequence[SourceFile], sink: CaseSink | None = None
+    ) -> ParsedEvalSet:
         problems: list[Problem] = []
         if file.suffix == "csv":
             _, csv_rows = file.csv_rows

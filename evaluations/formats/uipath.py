@@ -62,6 +62,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evaluations.formats.base import (
+    CaseSink,
     ParsedEvalSet,
     PathPart,
     Problem,
@@ -263,12 +264,14 @@ class UiPathReader:
     def is_companion(self, file: SourceFile) -> bool:
         if file.suffix != "json":
             return False
-        doc, why = file.try_json()
+        doc, why = file.try_outline()  # cheap on a large eval set of another format
         if why or not isinstance(doc, dict) or _is_eval_set(doc):
             return False
         return _is_evaluator_definition(doc) or _is_type_file(doc)
 
-    def parse(self, file: SourceFile, companions: Sequence[SourceFile]) -> ParsedEvalSet:
+    def parse(
+        self, file: SourceFile, companions: Sequence[SourceFile], sink: CaseSink | None = None
+    ) -> ParsedEvalSet:
         doc = file.json
         if not isinstance(doc, dict):
             raise schema_error(

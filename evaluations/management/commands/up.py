@@ -110,7 +110,8 @@ class Command(BaseCommand):
         from evaluations.formats import files_from_paths
         from evaluations.services import evalset_import
 
-        for outcome in evalset_import(project=project, files=files_from_paths([DEMO_DIR / "travel_agent.evalset.json"])):
+        files = files_from_paths([DEMO_DIR / "travel_agent.evalset.json"])
+        for outcome in evalset_import(project=project, files=files):
             self.stdout.write(f"demo: {outcome.describe()}")
 
     def _start_web(self, options: dict[str, Any]) -> subprocess.Popen[bytes]:
