@@ -24,7 +24,7 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 def env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
-    return int(value) if value not in (None, "") else default
+    return int(value) if value else default
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -116,7 +116,7 @@ TEMPLATES = [
 SQLITE_PATH = DATA_DIR / "evalsite.sqlite3"
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{SQLITE_PATH}"),
+        os.environ.get("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}",
         # Above zero: django-q2's ORM broker closes old connections on every enqueue/dequeue,
         # and CONN_MAX_AGE=0 measured 7x slower (STACK.md).
         conn_max_age=600,

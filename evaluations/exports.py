@@ -32,7 +32,7 @@ def version_native_chunks(version: EvalSetVersion, *, chunk_cases: int = 500) ->
     cases = version.cases.order_by("position").only(*CASE_FIELDS, "position").iterator(chunk_size=chunk_cases)
     parts: list[str] = []
     for case in cases:
-        text = json.dumps(case_native_dict(case), ensure_ascii=False)
+        text = _case_text(case)
         parts.append(("\n    " if first else ",\n    ") + text)
         first = False
         if len(parts) >= chunk_cases:
@@ -41,6 +41,16 @@ def version_native_chunks(version: EvalSetVersion, *, chunk_cases: int = 500) ->
     if parts:
         yield "".join(parts)
     yield "\n  ]\n}\n"
+
+
+def _case_text(case: EvalCase) -> str:
+    """The case's JSON: fields in the native model's order, keys sorted inside them, so the
+    export is the same text whichever database stored it (PostgreSQL reorders jsonb keys)."""
+    fields = ", ".join(
+        f"{json.dumps(name)}: {json.dumps(value, ensure_ascii=False, sort_keys=True)}"
+        for name, value in case_native_dict(case).items()
+    )
+    return "{" + fields + "}"
 
 
 def version_native_text(version: EvalSetVersion) -> str:

@@ -750,4 +750,4 @@ def _turn(run: _Parse, g: _Golden, index: int, item: Any) -> _Turn | None:
     if len(run.problems) > errors_before or not ok:
         return None
     return _Turn(role=str(role), content=str(content), retrieval_context=retrieval or None, tools=tools,
-                 tool_notes=notes, other={k: v for k, v in fields.items() if v not in ("", [], {})})
+                 tool_notes=notes, other={str(k): v for k, v in fields.items() if v not in ("", [], {})})

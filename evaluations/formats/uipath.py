@@ -570,7 +570,8 @@ class _Parser:
         return cases
 
     def _case(self, raw: dict[str, Any], prefix: list[PathPart], case_id: str, refs: list[str]) -> EvalCase | None:
-        model: type[_Item] = {CURRENT: _CurrentItem, LEGACY: _LegacyItem, ITEMS: _EvaluationItem}[self.variant]
+        models: dict[str, type[_Item]] = {CURRENT: _CurrentItem, LEGACY: _LegacyItem, ITEMS: _EvaluationItem}
+        model = models[self.variant]
         try:
             item = model.model_validate(raw)
         except ValidationError as exc:

@@ -1,0 +1,169 @@
+"""Eval-set pages: list, detail (with its htmx cases table), case, downloads and upload."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from evaluations import selectors
+from evaluations.exports import version_native_chunks
+from evaluations.formats import EvalSetImportError, SourceFile
+from evaluations.formats import check_size as check_upload_size
+from evaluations.forms import UploadForm
+from evaluations.models import EvalSetSource, Project
+from evaluations.services import evalset_import
+from evaluations.views.common import SESSION_PROJECT_KEY, can_upload, current_project, enter_project
+
+# What each EvalSetImportError code means, for the person who uploaded the file.
+IMPORT_ERROR_TITLES = {
+    "invalid_json": "The file is not valid JSON",
+    "invalid_csv": "The file is not valid CSV",
+    "encoding": "The file is not UTF-8 text",
+    "schema": "The file does not match its format",
+    "unknown_format": "No known eval-set format was recognised",
+    "too_large": "The upload is too large",
+    "empty": "The upload holds no eval cases",
+    "invalid_zip": "The zip archive cannot be read",
+    "unsafe_zip": "The zip archive is unsafe",
+    "duplicate_ids": "Ids are used more than once",
+    "not_found": "A file was not found",
+}
+
+
+@login_required
+@require_GET
+def evalset_list(request: HttpRequest) -> HttpResponse:
+    project = current_project(request)
+    rows = selectors.evalset_rows(project=project) if project else []
+    return render(request, "evaluations/evalset_list.html", {"project": project, "rows": rows})
+
+
+@login_required
+@require_POST
+def project_switch(request: HttpRequest) -> HttpResponse:
+    try:
+        pk = int(request.POST.get("project", ""))
+    except ValueError:
+        raise Http404("no such project") from None
+    project = get_object_or_404(Project.objects.visible_to(request.user), pk=pk)
+    request.session[SESSION_PROJECT_KEY] = project.pk
+    # Whatever page the switch came from belonged to the old project: start at its list.
+    return HttpResponseRedirect(reverse("evalset_list"))
+
+
+@login_required
+@require_GET
+def evalset_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    evalset = get_object_or_404(selectors.evalsets_visible_to(request.user).select_related("project"), pk=pk)
+    version_number = _int_or_none(request.GET.get("version"))
+    if request.GET.get("version") and version_number is None:
+        raise Http404("no such version")
+    page = selectors.evalset_page(
+        evalset=evalset,
+        version_number=version_number,
+        q=request.GET.get("q", "").strip(),
+        tag=request.GET.get("tag", "").strip(),
+        page=request.GET.get("page", 1),
+    )
+    if page is None:
+        raise Http404("no such version")
+    context = {"page": page, "evalset": evalset}
+    # htmx swaps just the table while someone types; a history restore wants the whole page.
+    if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
+        response = render(request, "evaluations/_cases_table.html", context)
+    else:
+        enter_project(request, evalset.project)
+        response = render(request, "evaluations/evalset_detail.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@login_required
+@require_GET
+def case_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    case = get_object_or_404(
+        selectors.cases_visible_to(request.user).select_related("version__evalset__project"), pk=pk
+    )
+    enter_project(request, case.version.evalset.project)
+    return render(request, "evaluations/case_detail.html", {"page": selectors.case_page(case=case)})
+
+
+@login_required
+@require_GET
+def version_original(request: HttpRequest, pk: int) -> HttpResponse:
+    version = get_object_or_404(selectors.versions_visible_to(request.user), pk=pk)
+    source = get_object_or_404(EvalSetSource, version=version)
+    response = HttpResponse(source.content(), content_type=source.content_type or "application/octet-stream")
+    response["Content-Disposition"] = content_disposition_header(True, source.filename) or "attachment"
+    return response
+
+
+@login_required
+@require_GET
+def version_native(request: HttpRequest, pk: int) -> StreamingHttpResponse:
+    version = get_object_or_404(selectors.versions_visible_to(request.user).select_related("evalset"), pk=pk)
+    response = StreamingHttpResponse(version_native_chunks(version), content_type="application/json; charset=utf-8")
+    filename = _safe_filename(version.evalset.eval_set_id) + ".evalset.json"
+    response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def evalset_upload(request: HttpRequest) -> HttpResponse:
+    project = current_project(request)
+    if project is None or not can_upload(request.user, project):
+        raise PermissionDenied("only members and admins of the project may upload")
+
+    if request.method == "GET":
+        return render(request, "evaluations/upload.html", {"form": UploadForm(), "project": project})
+
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return render(request, "evaluations/upload.html", {"form": form, "project": project}, status=400)
+    try:
+        files = []
+        for f in form.cleaned_data["files"]:
+            # Checked before reading, so an oversize file is refused without loading it whole.
+            check_upload_size(f.name, f.size)
+            files.append(SourceFile(name=f.name, data=f.read()))
+        outcomes = evalset_import(
+            project=project, files=files, format=form.cleaned_data["format"] or None, user=request.user
+        )
+    except EvalSetImportError as error:
+        context = {
+            "form": form,
+            "project": project,
+            "error": error,
+            "error_title": IMPORT_ERROR_TITLES.get(error.code, error.code.replace("_", " ").capitalize()),
+            "more_problems": error.total - len(error.problems),
+        }
+        return render(request, "evaluations/upload.html", context, status=400)
+    return render(
+        request, "evaluations/upload.html", {"form": UploadForm(), "project": project, "outcomes": outcomes}
+    )
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+def _safe_filename(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "evalset"

@@ -1,0 +1,12 @@
+// Small behaviours shared by every page. Each one only enhances a plain form or link,
+// so the page still works with JavaScript off.
+(function () {
+  "use strict";
+  // A <select data-autosubmit> submits its form when changed (the project switcher).
+  document.addEventListener("change", function (event) {
+    var target = event.target;
+    if (target instanceof HTMLSelectElement && target.hasAttribute("data-autosubmit")) {
+      target.form.requestSubmit ? target.form.requestSubmit() : target.form.submit();
+    }
+  });
+})();
