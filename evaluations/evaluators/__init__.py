@@ -1,0 +1,37 @@
+"""Evaluators: one module per family, registered by name (see `base`)."""
+
+from evaluations.evaluators import base
+from evaluations.evaluators.base import (
+    Evaluator,
+    Level,
+    ScoreResult,
+    Threshold,
+    aligned_turns,
+    get_evaluator_class,
+    register,
+    registry,
+    text_of,
+)
+
+# Modules whose import registers the built-in evaluators (imported on first registry use).
+base._BUILTIN_MODULES.extend([
+    "evaluations.evaluators.output",
+    "evaluations.evaluators.rouge",
+    "evaluations.evaluators.trajectory",
+    "evaluations.evaluators.tool_calls",
+    "evaluations.evaluators.reliability",
+    "evaluations.evaluators.judge",
+    "evaluations.evaluators.performance",
+])
+
+__all__ = [
+    "Evaluator",
+    "Level",
+    "ScoreResult",
+    "Threshold",
+    "aligned_turns",
+    "get_evaluator_class",
+    "register",
+    "registry",
+    "text_of",
+]

@@ -1,0 +1,90 @@
+"""What an agent produced for one case and iteration: the outputs format of DESIGN.md.
+
+Uploaded outputs (API, CLI `--outputs`, page) are read into these models; the HTTP and
+Python targets produce the same models, so evaluators see one shape whatever the source.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evaluations.schemas.evalset import ToolCall, TrajectoryStep
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Usage(_Output):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None = None
+
+    def total(self) -> int | None:
+        if self.total_tokens is not None:
+            return self.total_tokens
+        if self.prompt_tokens is None and self.completion_tokens is None:
+            return None
+        return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+
+class OutputToolCall(ToolCall):
+    """An actual tool call: the native ToolCall plus what only an execution has."""
+
+    error: str | None = None  # the tool failed (counts as a failure in per-tool aggregates)
+    latency_seconds: float | None = None
+    node: str | None = None  # the agent node that made the call, when known
+
+
+class TurnOutput(_Output):
+    invocation_id: str | None = None  # matched to the case's invocation; else by position
+    # Text, or structured output (a JSON object / list) for agents that return data.
+    final_response: Any | None = None
+    tool_calls: list[OutputToolCall] = Field(default_factory=list)
+    intermediate_responses: list[Any] = Field(default_factory=list)
+    latency_seconds: float | None = None
+    usage: Usage | None = None
+    error: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentOutput(_Output):
+    eval_id: str
+    iteration: int = 0
+    turns: list[TurnOutput] = Field(default_factory=list)
+    trajectory: list[TrajectoryStep] = Field(default_factory=list)
+    latency_seconds: float | None = None
+    error: str | None = None  # the agent failed for the whole case (timeout, crash)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    # Python callable target: memory measured with tracemalloc (Upsonic PerformanceRunResult).
+    memory_increase_bytes: int | None = None
+    memory_peak_bytes: int | None = None
+    # The agent's trace as OTLP JSON (`resourceSpans`), kept for the trace pages; tool calls
+    # and trajectory steps are derived from it when the turns carry none.
+    trace: dict[str, Any] | None = None
+
+    def usage(self) -> Usage:
+        """Token and cost totals over the turns."""
+        totals = Usage()
+        for turn in self.turns:
+            if turn.usage is None:
+                continue
+            for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                value = getattr(turn.usage, field)
+                if value is not None:
+                    setattr(totals, field, (getattr(totals, field) or 0) + value)
+            if turn.usage.cost_usd is not None:
+                totals.cost_usd = (totals.cost_usd or 0.0) + turn.usage.cost_usd
+        return totals
+
+    def all_tool_calls(self) -> list[OutputToolCall]:
+        return [call for turn in self.turns for call in turn.tool_calls]
+
+    def total_latency(self) -> float | None:
+        if self.latency_seconds is not None:
+            return self.latency_seconds
+        values = [t.latency_seconds for t in self.turns if t.latency_seconds is not None]
+        return sum(values) if values else None

@@ -1,0 +1,1 @@
+"""Targets: where agent outputs come from (uploaded, an HTTP endpoint, a Python callable)."""
