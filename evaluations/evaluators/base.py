@@ -141,10 +141,8 @@ def aligned_turns(case: EvalCase, output: AgentOutput) -> list[tuple[Invocation,
     pairs: list[tuple[Invocation, TurnOutput | None]] = []
     for index, invocation in enumerate(case.conversation):
         turn = by_id.get(invocation.invocation_id)
-        if turn is None and not by_id and index < len(output.turns):
-            turn = output.turns[index]
-        elif turn is None and by_id and index < len(output.turns) and not output.turns[index].invocation_id:
-            turn = output.turns[index]
+        if turn is None and index < len(output.turns) and not output.turns[index].invocation_id:
+            turn = output.turns[index]  # a turn that names no id answers by its position
         pairs.append((invocation, turn))
     return pairs
 

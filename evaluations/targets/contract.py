@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluations.schemas.outputs import OutputToolCall, Usage
 from evaluations.schemas.evalset import TrajectoryStep
+from evaluations.schemas.outputs import OutputToolCall, Usage
 
 
 class Message(BaseModel):
