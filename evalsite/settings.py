@@ -146,7 +146,7 @@ Q_CLUSTER: dict[str, object] = {
     # timeout x (queue_limit + 2) or a task still queued inside the cluster is handed out
     # twice (STACK.md). Tasks are idempotent anyway, so a duplicate costs time, not data.
     "timeout": env_int("EVALSITE_TASK_TIMEOUT", 600),
-    "retry": env_int("EVALSITE_TASK_TIMEOUT", 600) * 5,
+    "retry": env_int("EVALSITE_TASK_RETRY", env_int("EVALSITE_TASK_TIMEOUT", 600) * 5),
     "queue_limit": 2,
     # A task that raises is re-run forever by default; a failing batch is instead recorded
     # on the run, and the run's own lease (not the broker) decides about resuming work.
@@ -162,6 +162,13 @@ else:
     Q_CLUSTER["orm"] = "default"
 if env_bool("EVALSITE_Q_SYNC", False):
     Q_CLUSTER["sync"] = True
+
+# Evaluation engine: cases per queue task, and how long a run may show no progress before
+# its pending work is re-enqueued (see evaluations/runs.py).
+EVALSITE_BATCH_SIZE = env_int("EVALSITE_BATCH_SIZE", 250)
+EVALSITE_LEASE_SECONDS = env_int("EVALSITE_LEASE_SECONDS", 180)
+# Custom evaluators: dotted paths of Evaluator classes (see evaluations/evaluators/base.py).
+EVALSITE_EVALUATORS = env_list("EVALSITE_EVALUATORS", [])
 
 # --- Auth -----------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -1,4 +1,5 @@
-"""Writing eval sets back out in the native `.evalset.json` format."""
+"""Writing things out: eval sets as native `.evalset.json`, run results as AgentFlow
+EvalReport JSON, a wide CSV, and watsonx-style metric records."""
 
 from __future__ import annotations
 
@@ -6,7 +7,18 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from evaluations.models import EvalCase, EvalSetVersion
+from django.db.models import Avg, Count, Max, Min
+from django.utils import timezone
+
+from evaluations.models import CaseResult, EvalCase, EvalSetVersion, Run, Score
+from evaluations.schemas.report import (
+    AggregateMetricRecord,
+    CriterionResult,
+    CriterionStats,
+    EvalCaseResult,
+    EvalSummary,
+    MetricRecord,
+)
 
 CASE_FIELDS = ("eval_id", "name", "conversation", "session_input", "metadata", "tags",
                "conversation_scenario", "rubrics", "criteria")
@@ -55,3 +67,148 @@ def _case_text(case: EvalCase) -> str:
 
 def version_native_text(version: EvalSetVersion) -> str:
     return "".join(version_native_chunks(version))
+
+
+# --- Run results ----------------------------------------------------------------------------
+
+
+def _criteria(run: Run) -> list[str]:
+    return [name for name, c in (run.config.get("criteria") or {}).items() if c.get("enabled", True)]
+
+
+def _results_with_scores(run: Run, chunk: int = 500) -> Iterator[tuple[CaseResult, list[Score]]]:
+    """The run's results in case order with their scores, a chunk at a time (two queries per
+    chunk), so a 10,000-case run is never in memory whole."""
+    pks = list(run.results.order_by("case__position", "iteration").values_list("pk", flat=True))
+    for start in range(0, len(pks), chunk):
+        ids = pks[start:start + chunk]
+        results = CaseResult.objects.filter(pk__in=ids).select_related("case").only(
+            "pk", "iteration", "status", "error", "latency_seconds", "prompt_tokens", "completion_tokens",
+            "cost_usd", "case__eval_id", "case__name", "case__position")
+        by_pk = {r.pk: r for r in results}
+        scores: dict[int, list[Score]] = {pk: [] for pk in ids}
+        for score in Score.objects.filter(result_id__in=ids).order_by("pk"):
+            scores[score.result_id].append(score)
+        for pk in ids:
+            yield by_pk[pk], scores[pk]
+
+
+def _threshold_value(threshold: dict[str, Any] | None) -> float:
+    if not threshold:
+        return 0.0
+    return float(threshold.get("lower_limit", threshold.get("upper_limit", 0.0)))
+
+
+def run_report_chunks(run: Run) -> Iterator[str]:
+    """The run as AgentFlow `EvalReport` JSON, streamed."""
+    summary = run.summary or {}
+    criteria = summary.get("criteria", {})
+    statuses = summary.get("statuses", {})
+    passed = statuses.get("passed", 0)
+    total = run.cases_total
+    means = [c["mean"] for c in criteria.values() if c.get("mean") is not None]
+    report_summary = EvalSummary(
+        total_cases=total,
+        passed_cases=passed,
+        failed_cases=total - passed,
+        pass_rate=passed / total if total else 0.0,
+        avg_score=sum(means) / len(means) if means else 0.0,
+        criterion_stats={name: CriterionStats(**{k: c.get(k) for k in CriterionStats.model_fields})
+                         for name, c in criteria.items()},
+    )
+    finished = run.finished_at or timezone.now()
+    head = {
+        "report_id": f"run-{run.pk}",
+        "eval_set_id": run.evalset_version.evalset.eval_set_id,
+        "eval_set_name": run.evalset_version.name or None,
+        "summary": report_summary.model_dump(mode="json"),
+        "config_used": run.config,
+        "created_at": run.created_at.isoformat(),
+        "duration_seconds": (finished - (run.started_at or run.created_at)).total_seconds(),
+    }
+    yield json.dumps(head, ensure_ascii=False, indent=2)[:-2] + ',\n  "results": ['
+    first = True
+    for result, scores in _results_with_scores(run):
+        case_result = EvalCaseResult(
+            eval_id=result.case.eval_id,
+            name=result.case.name or None,
+            passed=result.status == CaseResult.Status.PASSED,
+            criterion_results=[
+                CriterionResult(
+                    criterion=s.criterion,
+                    score=s.score if s.score is not None else 0.0,
+                    passed=bool(s.passed),
+                    threshold=_threshold_value(s.threshold),
+                    details={**s.justification, **({"error": s.error} if s.error else {}),
+                             "iteration": result.iteration},
+                )
+                for s in scores if s.applies_to == Score.Level.CONVERSATION
+            ],
+            error=result.error or None,
+            duration_seconds=result.latency_seconds or 0.0,
+        )
+        yield ("\n    " if first else ",\n    ") + case_result.model_dump_json()
+        first = False
+    yield "\n  ]\n}\n"
+
+
+def run_wide_rows(run: Run) -> Iterator[list[Any]]:
+    """CSV rows, one per case and iteration, one column per criterion (and its pass flag)."""
+    criteria = _criteria(run)
+    yield ["eval_id", "iteration", "status", "latency_seconds", "prompt_tokens", "completion_tokens", "cost_usd",
+           *[c for name in criteria for c in (name, f"{name}.passed")], "error"]
+    for result, scores in _results_with_scores(run):
+        top = {s.criterion: s for s in scores if s.applies_to == Score.Level.CONVERSATION}
+        cells: list[Any] = []
+        for name in criteria:
+            s = top.get(name)
+            cells += ["" if s is None or s.score is None else round(s.score, 6),
+                      "" if s is None or s.passed is None else str(s.passed).lower()]
+        yield [result.case.eval_id, result.iteration, result.status, _blank(result.latency_seconds),
+               _blank(result.prompt_tokens), _blank(result.completion_tokens), _blank(result.cost_usd), *cells,
+               result.error]
+
+
+def _blank(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def run_metric_records(run: Run, *, aggregated: bool = False, with_records: bool = True) -> Iterator[dict[str, Any]]:
+    """watsonx.governance-style metric records: one per score at its level; with
+    `aggregated`, one per metric, level and node (mean/min/max/count), optionally with them."""
+    if not aggregated:
+        for result, scores in _results_with_scores(run):
+            yield from (_record(run, result, s).model_dump(mode="json") for s in scores)
+        return
+    rows = (Score.objects.filter(run=run).values("criterion", "applies_to", "node_name")
+            .annotate(count=Count("pk"), mean=Avg("score"), min=Min("score"), max=Max("score"))
+            .order_by("criterion", "applies_to", "node_name"))
+    for row in rows:
+        individual = None
+        if with_records:
+            individual = [
+                _record(run, s.result, s) for s in Score.objects.filter(
+                    run=run, criterion=row["criterion"], applies_to=row["applies_to"], node_name=row["node_name"]
+                ).select_related("result__case").order_by("pk")
+            ]
+        yield AggregateMetricRecord(
+            name=row["criterion"], applies_to=row["applies_to"], node_name=row["node_name"] or None,
+            value=row["mean"], count=row["count"], mean=row["mean"], min=row["min"], max=row["max"],
+            individual_results=individual,
+        ).model_dump(mode="json", exclude_none=True)
+
+
+def _record(run: Run, result: CaseResult, s: Score) -> MetricRecord:
+    conversation = f"{result.case.eval_id}#{result.iteration}"
+    return MetricRecord(
+        id=f"run{run.pk}-score{s.pk}",
+        name=s.criterion,
+        value=s.score,
+        applies_to=s.applies_to,
+        conversation_id=conversation,
+        interaction_id=f"{conversation}/turn{s.turn_index + 1}" if s.turn_index >= 0 else None,
+        node_name=s.node_name or None,
+        thresholds=[{"type": k, "value": v} for k, v in (s.threshold or {}).items()],
+        errors=[{"message": s.error}] if s.error else [],
+        passed=s.passed,
+    )

@@ -277,6 +277,8 @@ class Run(models.Model):
     target = models.JSONField(default=dict)  # URL/headers/mapping, or the callable path
     iterations = models.PositiveIntegerField(default=1)
     warmups = models.PositiveIntegerField(default=0)
+    eval_ids = models.JSONField(default=list, blank=True)  # a subset of the cases; empty = all
+    input_overrides = models.JSONField(default=dict, blank=True)  # per eval_id, merged into inputs
     # Labels.
     model = models.CharField(max_length=200, blank=True)
     git_commit = models.CharField(max_length=64, blank=True)
@@ -289,6 +291,8 @@ class Run(models.Model):
     cases_done = models.PositiveIntegerField(default=0)
     cases_failed = models.PositiveIntegerField(default=0)
     cases_errored = models.PositiveIntegerField(default=0)
+    cases_missing = models.PositiveIntegerField(default=0)  # uploaded outputs had nothing for them
+    cases_not_runnable = models.PositiveIntegerField(default=0)  # e.g. scenario cases, no simulator
     # Lease: the worker holding the run renews heartbeat_at; a stale lease means resume.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
@@ -304,6 +308,15 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.name or f"run {self.pk}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {self.Status.COMPLETED, self.Status.FAILED, self.Status.CANCELLED}
+
+    @property
+    def cases_settled(self) -> int:
+        """Results that need no more work, whatever their outcome."""
+        return self.cases_done + self.cases_missing + self.cases_not_runnable
 
 
 class CaseResult(models.Model):
@@ -325,6 +338,7 @@ class CaseResult(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.FloatField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)  # agent calls made for it (retries)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -367,3 +381,61 @@ class Score(models.Model):
 
     def __str__(self) -> str:
         return f"{self.criterion}={self.score}"
+
+
+class ToolUsage(models.Model):
+    """Calls of one tool (at one node) in one case result: per-tool aggregates are a GROUP BY."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_usage")
+    result = models.ForeignKey(CaseResult, on_delete=models.CASCADE, related_name="tool_usage")
+    tool_name = models.CharField(max_length=200)
+    node_name = models.CharField(max_length=200, blank=True, default="")
+    calls = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0)
+    latency_seconds = models.FloatField(null=True, blank=True)  # summed over the calls
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["result", "tool_name", "node_name"], name="tool_usage_unique")
+        ]
+        indexes = [models.Index(fields=["run", "tool_name"], name="tool_usage_run_tool")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} x{self.calls}"
+
+
+class Trace(models.Model):
+    """An agent trace ingested with an output (OTLP JSON), grouped by thread as Confident AI
+    models them: trace -> spans; a thread is usually one conversation."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="traces")
+    result = models.ForeignKey(CaseResult, on_delete=models.CASCADE, related_name="traces")
+    trace_id = models.CharField(max_length=64)
+    thread_id = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=255, blank=True)
+    start_ns = models.BigIntegerField(null=True, blank=True)
+    end_ns = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["result", "trace_id"], name="trace_unique")]
+
+    def __str__(self) -> str:
+        return self.trace_id
+
+
+class Span(models.Model):
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="spans")
+    span_id = models.CharField(max_length=32)
+    parent_span_id = models.CharField(max_length=32, blank=True)
+    name = models.CharField(max_length=255)
+    kind = models.CharField(max_length=32, blank=True)  # AGENT, LLM, TOOL, CHAIN, ... or OTel kind
+    start_ns = models.BigIntegerField(null=True, blank=True)
+    end_ns = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16, blank=True)
+    attributes = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["trace", "span_id"], name="span_unique")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -67,15 +67,19 @@ class AgentOutput(_Output):
     trace: dict[str, Any] | None = None
 
     def usage(self) -> Usage:
-        """Token and cost totals over the turns."""
+        """Token and cost totals over the turns (a turn's total counts even when it reports
+        only prompt and completion tokens)."""
         totals = Usage()
         for turn in self.turns:
             if turn.usage is None:
                 continue
-            for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            for field in ("prompt_tokens", "completion_tokens"):
                 value = getattr(turn.usage, field)
                 if value is not None:
                     setattr(totals, field, (getattr(totals, field) or 0) + value)
+            turn_total = turn.usage.total()
+            if turn_total is not None:
+                totals.total_tokens = (totals.total_tokens or 0) + turn_total
             if turn.usage.cost_usd is not None:
                 totals.cost_usd = (totals.cost_usd or 0.0) + turn.usage.cost_usd
         return totals

@@ -1,0 +1,599 @@
+"""Run lifecycle: create, execute in batches on the task queue, finish, cancel, retry, resume.
+
+How a run survives failures:
+- Work is split into batches of case results (never a task per score). A batch task only
+  touches results that are still `pending`, and it marks them done in the same transaction
+  that writes their scores, under a row lock: a task that runs twice, or two copies of one
+  task, write each result exactly once.
+- The run's `heartbeat_at` is renewed as batches progress. A run whose heartbeat is older
+  than the lease while results are still pending has lost its work (a worker killed with
+  SIGKILL, a Redis broker that dropped the task, a whole cluster restarted): the
+  `resume_stalled_runs` schedule re-enqueues its pending results, whatever the broker.
+- Counters only ever change with F() expressions, by the number of rows a conditional
+  update actually moved.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Avg, Count, F, Max, Min, Q, Sum
+from django.utils import timezone
+from pydantic import ValidationError
+
+from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
+from evaluations.evaluators.base import Level
+from evaluations.models import (
+    CaseResult,
+    EvalCase,
+    EvalSetVersion,
+    EvaluationConfig,
+    Project,
+    Run,
+    Score,
+    ToolUsage,
+)
+from evaluations.schemas.evalset import CriterionConfig, EvalConfig
+from evaluations.schemas.evalset import EvalCase as NativeCase
+from evaluations.schemas.outputs import AgentOutput
+
+log = logging.getLogger(__name__)
+
+# How often a long batch renews the heartbeat and checks for cancellation.
+CHUNK = 50
+
+DEFAULT_CONFIG = EvalConfig(
+    criteria={
+        "trajectory_match": CriterionConfig(threshold=0.8),
+        "response_match": CriterionConfig(threshold=0.5),
+    }
+)
+
+
+class RunError(ValueError):
+    """A run that cannot be created as asked (unknown eval ids, bad target, ...)."""
+
+
+# --- Creating -------------------------------------------------------------------------------
+
+
+def config_for(version: EvalSetVersion, config: EvalConfig | None = None,
+               preset: EvaluationConfig | None = None) -> EvalConfig:
+    """The config a run uses: an explicit one, else a saved preset, else the eval set's own
+    default (ADK test_config.json, UiPath evaluators), else evalsite's default."""
+    if config is not None:
+        return config
+    if preset is not None:
+        return EvalConfig.model_validate(preset.config)
+    if version.default_config:
+        return EvalConfig.model_validate(version.default_config)
+    return DEFAULT_CONFIG
+
+
+def run_create(
+    *,
+    project: Project,
+    version: EvalSetVersion,
+    target_kind: str,
+    target: dict[str, Any] | None = None,
+    outputs: Sequence[AgentOutput] | None = None,
+    config: EvalConfig | None = None,
+    preset: EvaluationConfig | None = None,
+    iterations: int = 1,
+    warmups: int = 0,
+    eval_ids: Sequence[str] | None = None,
+    input_overrides: dict[str, Any] | None = None,
+    labels: dict[str, Any] | None = None,
+    name: str = "",
+    user: Any = None,
+    enqueue: bool = True,
+) -> Run:
+    """Create a run with one pending result per case and iteration, and queue it (unless
+    `enqueue` is False: the caller executes it itself, see `run_execute_here`).
+
+    For uploaded outputs, cases the outputs do not cover are recorded as `missing` (and
+    reported), never silently skipped; outputs for eval ids the set does not have are an
+    error. Scenario cases with no scripted turns need a user simulator, else they are
+    `not_runnable`.
+    """
+    if target_kind not in Run.TargetKind.values:
+        raise RunError(f"unknown target kind {target_kind!r}")
+    if target_kind == Run.TargetKind.UPLOADED and outputs is None:
+        raise RunError("an uploaded-outputs run needs its outputs")
+    if iterations < 1:
+        raise RunError("iterations must be at least 1")
+    if version.evalset.project_id != project.pk:
+        raise RunError("the eval set version belongs to another project")
+    used = config_for(version, config, preset)
+    for criterion, criterion_config in used.criteria.items():
+        try:
+            get_evaluator_class(criterion_config.evaluator or criterion)
+        except KeyError as exc:
+            raise RunError(f"criterion {criterion!r}: {exc.args[0]}") from None
+
+    cases = list(version.cases.order_by("position").values_list("pk", "eval_id", "turn_count",
+                                                                   "conversation_scenario"))
+    known = {eval_id for _, eval_id, _, _ in cases}
+    if eval_ids:
+        unknown = sorted(set(eval_ids) - known)
+        if unknown:
+            raise RunError(f"no such eval ids in this eval set: {', '.join(unknown[:20])}")
+        wanted = set(eval_ids)
+        cases = [c for c in cases if c[1] in wanted]
+
+    by_key: dict[tuple[str, int], AgentOutput] = {}
+    if outputs is not None:
+        strangers = sorted({o.eval_id for o in outputs} - known)
+        if strangers:
+            raise RunError(f"outputs for eval ids the eval set does not have: {', '.join(strangers[:20])}")
+        by_key = {(o.eval_id, o.iteration): o for o in outputs}
+        iterations = max([iterations, *(o.iteration + 1 for o in outputs)])
+
+    simulator = used.user_simulator_config is not None
+    labels = labels or {}
+    with transaction.atomic():
+        run = Run.objects.create(
+            project=project,
+            evalset_version=version,
+            name=name,
+            config=used.model_dump(mode="json"),
+            config_preset=preset,
+            target_kind=target_kind,
+            target=target or {},
+            iterations=iterations,
+            warmups=warmups,
+            eval_ids=list(eval_ids or []),
+            input_overrides=input_overrides or {},
+            model=labels.get("model", ""),
+            git_commit=labels.get("git_commit", ""),
+            branch=labels.get("branch", ""),
+            tags=list(labels.get("tags", [])),
+            created_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
+        )
+        rows: list[CaseResult] = []
+        missing = not_runnable = 0
+        for case_pk, eval_id, turn_count, scenario in cases:
+            for iteration in range(iterations):
+                status = CaseResult.Status.PENDING
+                output = None
+                error = ""
+                if target_kind == Run.TargetKind.UPLOADED:
+                    found = by_key.get((eval_id, iteration))
+                    if found is None:
+                        status, error = CaseResult.Status.MISSING, "no output was uploaded for this case"
+                        missing += 1
+                    else:
+                        output = found.model_dump(mode="json", exclude_defaults=True)
+                        output["eval_id"] = eval_id
+                elif turn_count == 0 and scenario and not simulator:
+                    status, error = CaseResult.Status.NOT_RUNNABLE, "not runnable: needs a user simulator"
+                    not_runnable += 1
+                rows.append(CaseResult(run=run, case_id=case_pk, iteration=iteration, status=status,
+                                       output=output, error=error))
+        CaseResult.objects.bulk_create(rows, batch_size=1000)
+        Run.objects.filter(pk=run.pk).update(cases_total=len(rows), cases_missing=missing,
+                                             cases_not_runnable=not_runnable)
+        if enqueue:
+            transaction.on_commit(lambda: run_enqueue(run.pk))
+    run.refresh_from_db()
+    return run
+
+
+# --- Queueing -------------------------------------------------------------------------------
+
+
+def _batches(pks: list[int]) -> Iterable[tuple[int, int]]:
+    size = settings.EVALSITE_BATCH_SIZE
+    for start in range(0, len(pks), size):
+        chunk = pks[start:start + size]
+        yield chunk[0], chunk[-1]
+
+
+def run_enqueue(run_id: int) -> int:
+    """Queue a task per batch of the run's pending results; returns how many."""
+    from django_q.tasks import async_task
+
+    now = timezone.now()
+    Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(status=Run.Status.RUNNING, started_at=now)
+    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(heartbeat_at=now)
+    pks = list(CaseResult.objects.filter(run_id=run_id, status=CaseResult.Status.PENDING)
+               .order_by("pk").values_list("pk", flat=True))
+    if not pks:
+        run_finish(run_id)
+        return 0
+    count = 0
+    for first, last in _batches(pks):
+        async_task("evaluations.tasks.run_batch", run_id, first, last, group=f"run-{run_id}")
+        count += 1
+    return count
+
+
+def run_execute_here(run_id: int, *, workers: int = 1, progress: Any = None) -> Run:
+    """Execute a run in this process with `workers` threads instead of the task queue (the
+    local CLI). Same batches, same idempotent writes; `progress(run)` is called as batches end."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from django.db import connections
+
+    now = timezone.now()
+    Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(status=Run.Status.RUNNING, started_at=now,
+                                                                      heartbeat_at=now)
+    pks = list(CaseResult.objects.filter(run_id=run_id, status=CaseResult.Status.PENDING)
+               .order_by("pk").values_list("pk", flat=True))
+
+    def one(first: int, last: int) -> int:
+        try:
+            return run_batch(run_id, first, last)
+        finally:
+            connections.close_all()  # each thread has its own connection
+
+    if workers <= 1:  # in this thread, on this connection (and inside the caller's transaction)
+        for first, last in _batches(pks):
+            run_batch(run_id, first, last)
+            if progress:
+                progress(Run.objects.get(pk=run_id))
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(one, first, last) for first, last in _batches(pks)]
+            for future in as_completed(futures):
+                future.result()
+                if progress:
+                    progress(Run.objects.get(pk=run_id))
+    run_finish(run_id)
+    return Run.objects.get(pk=run_id)
+
+
+# --- Executing ------------------------------------------------------------------------------
+
+
+def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
+    """Execute the pending results of a run with pk in [first_pk, last_pk].
+
+    Safe to run twice, or twice at once: only results still pending under the row lock are
+    written, scores and status in one transaction. Returns how many results it settled.
+    """
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None or run.status != Run.Status.RUNNING:
+        return 0
+    config = EvalConfig.model_validate(run.config)
+    evaluators = _build_evaluators(config)
+    target = _build_target(run) if run.target_kind != Run.TargetKind.UPLOADED else None
+    pending = list(
+        CaseResult.objects.filter(run_id=run_id, pk__gte=first_pk, pk__lte=last_pk, status=CaseResult.Status.PENDING)
+        .order_by("pk").values_list("pk", flat=True)
+    )
+    settled = 0
+    owner = f"{socket.gethostname()}:{os.getpid()}"  # who holds the lease: for logs and tests
+    try:
+        for start in range(0, len(pending), CHUNK):
+            alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+                heartbeat_at=timezone.now(), lease_owner=owner)
+            if not alive:
+                break  # cancelled (or finished by a twin)
+            settled += _run_chunk(run, pending[start:start + CHUNK], evaluators, target)
+    finally:
+        if target is not None:
+            close = getattr(target, "close", None)
+            if close:
+                close()
+    run_finish(run_id)
+    return settled
+
+
+def _build_evaluators(config: EvalConfig) -> dict[str, tuple[Evaluator | None, CriterionConfig, str]]:
+    built: dict[str, tuple[Evaluator | None, CriterionConfig, str]] = {}
+    for criterion, criterion_config in config.criteria.items():
+        if not criterion_config.enabled:
+            continue
+        name = criterion_config.evaluator or criterion
+        try:
+            built[criterion] = (get_evaluator_class(name)(), criterion_config, "")
+        except Exception as exc:  # an evaluator that cannot even be built is an error per score
+            built[criterion] = (None, criterion_config, f"{type(exc).__name__}: {exc}")
+    return built
+
+
+def _build_target(run: Run) -> Any:
+    if run.target_kind == Run.TargetKind.HTTP:
+        from evaluations.targets.http import HttpTarget, HttpTargetSpec
+
+        return HttpTarget(HttpTargetSpec.model_validate(run.target))
+    from evaluations.targets.python import PythonTarget, PythonTargetSpec
+
+    return PythonTarget(PythonTargetSpec.model_validate({"warmups": run.warmups, **run.target}))
+
+
+_CASE_FIELDS = ("eval_id", "name", "tags", "metadata", "session_input", "conversation",
+                "conversation_scenario", "rubrics", "criteria")
+
+
+def native_case(row: EvalCase) -> NativeCase:
+    return NativeCase.model_validate({f: getattr(row, f) for f in _CASE_FIELDS})
+
+
+def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],
+               target: Any) -> int:
+    results = list(CaseResult.objects.filter(pk__in=pks, status=CaseResult.Status.PENDING)
+                   .select_related("case").order_by("pk"))
+    if not results:
+        return 0
+    cases = {r.pk: native_case(r.case) for r in results}
+    outputs: dict[int, AgentOutput] = {}
+    if target is not None:
+        produced = target.run_many([(cases[r.pk], r.iteration) for r in results],
+                                   input_overrides=run.input_overrides or {})
+        outputs = dict(zip((r.pk for r in results), produced, strict=True))
+    else:
+        for r in results:
+            try:
+                outputs[r.pk] = AgentOutput.model_validate(r.output)
+            except ValidationError as exc:  # stored at creation, so this means a bug or an edit
+                outputs[r.pk] = AgentOutput(eval_id=r.case.eval_id, iteration=r.iteration,
+                                            error=f"stored output is invalid: {exc}")
+
+    from evaluations.traces import apply_trace
+
+    evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreResult]]] = []
+    for r in results:
+        output = outputs[r.pk]
+        if output.trace:
+            try:
+                output = apply_trace(output)
+            except Exception as exc:  # a malformed trace is the agent's error, not ours
+                output = output.model_copy(update={"error": f"could not read the trace: {exc}"})
+        evaluated.append((r, output, _score_case(cases[r.pk], output, evaluators)))
+    return _write(run, evaluated, store_outputs=target is not None)
+
+
+def _score_case(case: NativeCase, output: AgentOutput,
+                evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]]) -> list[ScoreResult]:
+    scores: list[ScoreResult] = []
+    for criterion, (evaluator, config, build_error) in evaluators.items():
+        if evaluator is None:
+            scores.append(ScoreResult(criterion=criterion, score=None, passed=None, error=build_error))
+            continue
+        try:
+            scores.extend(evaluator.score(case, output, config, criterion))
+        except Exception as exc:  # the evaluator's bug is recorded on its score; the run goes on
+            log.exception("evaluator %s failed on %s", criterion, case.eval_id)
+            scores.append(ScoreResult(criterion=criterion, score=None, passed=None,
+                                      error=f"{type(exc).__name__}: {exc}"))
+    return scores
+
+
+def _status(output: AgentOutput, scores: list[ScoreResult]) -> str:
+    if output.error or any(t.error for t in output.turns) or any(s.error for s in scores):
+        return CaseResult.Status.ERROR
+    top = [s for s in scores if s.applies_to == Level.CONVERSATION]
+    if any(s.passed is False for s in top):
+        return CaseResult.Status.FAILED
+    return CaseResult.Status.PASSED
+
+
+def _write(run: Run, evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreResult]]], *,
+           store_outputs: bool) -> int:
+    """Scores, tool usage, result status and counters for results still pending: one
+    transaction, rows locked, so a concurrent twin of this task writes nothing twice."""
+    now = timezone.now()
+    with transaction.atomic():
+        still = set(CaseResult.objects.select_for_update()
+                    .filter(pk__in=[r.pk for r, _, _ in evaluated], status=CaseResult.Status.PENDING)
+                    .values_list("pk", flat=True))
+        if not still:
+            return 0
+        score_rows: list[Score] = []
+        usage_rows: list[ToolUsage] = []
+        counts: dict[str, int] = {CaseResult.Status.PASSED: 0, CaseResult.Status.FAILED: 0,
+                                  CaseResult.Status.ERROR: 0}
+        changed: list[CaseResult] = []
+        for result, output, scores in evaluated:
+            if result.pk not in still:
+                continue
+            status = _status(output, scores)
+            counts[status] += 1
+            usage = output.usage()
+            result.status = status
+            result.error = output.error or next((s.error for s in scores if s.error), "")
+            result.latency_seconds = output.total_latency()
+            result.prompt_tokens = usage.prompt_tokens
+            result.completion_tokens = usage.completion_tokens
+            result.cost_usd = usage.cost_usd
+            result.updated_at = now
+            if store_outputs:
+                result.output = output.model_dump(mode="json", exclude_defaults=True)
+                result.attempts = F("attempts") + 1
+            changed.append(result)
+            for s in scores:
+                score_rows.append(Score(
+                    run_id=run.pk, result_id=result.pk, criterion=s.criterion,
+                    evaluator=s.criterion, applies_to=s.applies_to.value if isinstance(s.applies_to, Level)
+                    else str(s.applies_to), turn_index=s.turn_index, node_name=s.node_name, score=s.score,
+                    raw_value=s.raw_value, passed=s.passed,
+                    threshold=s.threshold.as_dict() if s.threshold else None,
+                    justification=s.justification, error=s.error,
+                ))
+            usage_rows.extend(_tool_usage(run.pk, result.pk, output))
+        # A retried result may have scores from its earlier attempt: replace them.
+        Score.objects.filter(result_id__in=still).delete()
+        ToolUsage.objects.filter(result_id__in=still).delete()
+        Score.objects.bulk_create(score_rows, batch_size=1000)
+        ToolUsage.objects.bulk_create(usage_rows, batch_size=1000)
+        fields = ["status", "error", "latency_seconds", "prompt_tokens", "completion_tokens", "cost_usd",
+                  "updated_at"]
+        if store_outputs:
+            fields += ["output", "attempts"]
+        CaseResult.objects.bulk_update(changed, fields, batch_size=500)
+        Run.objects.filter(pk=run.pk).update(
+            cases_done=F("cases_done") + len(changed),
+            cases_failed=F("cases_failed") + counts[CaseResult.Status.FAILED],
+            cases_errored=F("cases_errored") + counts[CaseResult.Status.ERROR],
+            heartbeat_at=now,
+        )
+    return len(changed)
+
+
+def _tool_usage(run_id: int, result_id: int, output: AgentOutput) -> list[ToolUsage]:
+    agg: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0])
+    for call in output.all_tool_calls():
+        key = (call.name[:200], (call.node or "")[:200])
+        entry = agg[key]
+        entry[0] += 1
+        entry[1] += 1 if call.error else 0
+        if call.latency_seconds is not None:
+            entry[2] += call.latency_seconds
+            entry[3] = 1
+    return [ToolUsage(run_id=run_id, result_id=result_id, tool_name=tool, node_name=node, calls=int(calls),
+                      failures=int(failures), latency_seconds=latency if timed else None)
+            for (tool, node), (calls, failures, latency, timed) in agg.items()]
+
+
+# --- Finishing ------------------------------------------------------------------------------
+
+
+def run_finish(run_id: int) -> bool:
+    """Complete the run if nothing is pending: aggregates first, then the status, so a
+    completed run always has its summary. Safe to call any number of times."""
+    if CaseResult.objects.filter(run_id=run_id, status=CaseResult.Status.PENDING).exists():
+        return False
+    run = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).first()
+    if run is None:
+        return False
+    summary = run_summary(run)
+    return bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+        status=Run.Status.COMPLETED, summary=summary, finished_at=timezone.now()))
+
+
+def _percentile(qs: Any, field: str, fraction: float, count: int) -> float | None:
+    """A nearest-rank percentile computed in the database (ORDER BY ... OFFSET)."""
+    if count == 0:
+        return None
+    index = min(count - 1, max(0, round(fraction * count + 0.5) - 1))
+    return qs.order_by(field).values_list(field, flat=True)[index]
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    """Per-run aggregates, all computed in the database."""
+    scores = Score.objects.filter(run=run, applies_to=Level.CONVERSATION.value)
+    criteria: dict[str, Any] = {}
+    rows = (scores.values("criterion")
+            .annotate(count=Count("pk"), scored=Count("score"), mean=Avg("score"), min=Min("score"),
+                      max=Max("score"), mean_sq=Avg(F("score") * F("score")), passes=Count("pk", filter=Q(passed=True)),
+                      judged=Count("passed"), errors=Count("pk", filter=~Q(error=""))))
+    for row in rows:
+        criterion_scores = scores.filter(criterion=row["criterion"], score__isnull=False)
+        criteria[row["criterion"]] = {
+            "count": row["count"],
+            "mean": row["mean"],
+            "median": _median(criterion_scores, row["scored"]),
+            "min": row["min"],
+            "max": row["max"],
+            # Population std dev from E[x^2] - E[x]^2: NULL-safe on every database (SQLite's
+            # STDDEV aggregate is Python's, which fails on NULLs and on empty input).
+            "std_dev": math.sqrt(max(0.0, row["mean_sq"] - row["mean"] ** 2)) if row["mean"] is not None else None,
+            "pass_rate": row["passes"] / row["judged"] if row["judged"] else None,
+            "passed": row["passes"],
+            "errors": row["errors"],
+        }
+    results = CaseResult.objects.filter(run=run)
+    timed = results.filter(latency_seconds__isnull=False)
+    timed_count = timed.count()
+    totals = results.aggregate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
+                               cost=Sum("cost_usd"), latency_max=Max("latency_seconds"),
+                               latency_mean=Avg("latency_seconds"))
+    status_counts = dict(results.values_list("status").annotate(n=Count("pk")).values_list("status", "n"))
+    judged = status_counts.get("passed", 0) + status_counts.get("failed", 0)
+    tools = [
+        {"tool": r["tool_name"], "node": r["node_name"], "calls": r["calls"], "failures": r["failures"],
+         "cases": r["cases"], "latency_seconds": r["latency"]}
+        for r in ToolUsage.objects.filter(run=run).values("tool_name", "node_name")
+        .annotate(calls=Sum("calls"), failures=Sum("failures"), cases=Count("result", distinct=True),
+                  latency=Sum("latency_seconds")).order_by("-calls", "tool_name")
+    ]
+    nodes = [
+        {"node": r["node_name"], "calls": r["calls"], "failures": r["failures"]}
+        for r in ToolUsage.objects.filter(run=run).exclude(node_name="").values("node_name")
+        .annotate(calls=Sum("calls"), failures=Sum("failures")).order_by("-calls")
+    ]
+    return {
+        "criteria": criteria,
+        "statuses": status_counts,
+        "pass_rate": status_counts.get("passed", 0) / judged if judged else None,
+        "latency": {
+            "count": timed_count,
+            "mean": totals["latency_mean"],
+            "p50": _percentile(timed, "latency_seconds", 0.50, timed_count),
+            "p95": _percentile(timed, "latency_seconds", 0.95, timed_count),
+            "max": totals["latency_max"],
+        },
+        "tokens": {"prompt": totals["prompt"], "completion": totals["completion"],
+                   "total": (totals["prompt"] or 0) + (totals["completion"] or 0)
+                   if totals["prompt"] is not None or totals["completion"] is not None else None},
+        "cost_usd": totals["cost"],
+        "tools": tools,
+        "nodes": nodes,
+    }
+
+
+def _median(qs: Any, count: int) -> float | None:
+    if count == 0:
+        return None
+    values = list(qs.order_by("score").values_list("score", flat=True)[(count - 1) // 2:count // 2 + 1])
+    return statistics.fmean(values)
+
+
+# --- Cancelling, retrying, resuming ---------------------------------------------------------
+
+
+def run_cancel(*, run: Run, user: Any = None) -> bool:
+    """Stop further work; results already written stay. False if the run had finished."""
+    return bool(Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+                .update(status=Run.Status.CANCELLED, finished_at=timezone.now()))
+
+
+def run_retry_failed(*, run: Run, user: Any = None) -> int:
+    """Re-run only the results that errored or failed; returns how many were reset."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status in {Run.Status.QUEUED, Run.Status.RUNNING}:
+            raise RunError("the run is still running")
+        statuses = [CaseResult.Status.ERROR, CaseResult.Status.FAILED]
+        retry = CaseResult.objects.filter(run=run, status__in=statuses)
+        failed = retry.filter(status=CaseResult.Status.FAILED).count()
+        errored = retry.filter(status=CaseResult.Status.ERROR).count()
+        reset: dict[str, Any] = {"status": CaseResult.Status.PENDING, "error": ""}
+        if run.target_kind != Run.TargetKind.UPLOADED:
+            reset["output"] = None  # ask the agent again
+        n = retry.update(**reset)
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.QUEUED, finished_at=None, summary=None,
+            cases_done=F("cases_done") - n, cases_failed=F("cases_failed") - failed,
+            cases_errored=F("cases_errored") - errored,
+        )
+        transaction.on_commit(lambda: run_enqueue(run.pk))
+    return n
+
+
+def resume_stalled_runs() -> list[int]:
+    """Re-enqueue the pending work of runs whose heartbeat went stale (see the module doc).
+    Scheduled every minute; also safe to call by hand."""
+    lease = settings.EVALSITE_LEASE_SECONDS  # no progress for this long, with work pending
+    stale = timezone.now() - timedelta(seconds=lease)
+    resumed = []
+    for run_id in Run.objects.filter(
+        Q(status=Run.Status.RUNNING) & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
+        | Q(status=Run.Status.QUEUED, created_at__lt=stale)
+    ).values_list("pk", flat=True):
+        log.warning("run %s: no progress for %ss, re-enqueueing its pending work", run_id, lease)
+        run_enqueue(run_id)
+        resumed.append(run_id)
+    return resumed

@@ -1,0 +1,139 @@
+"""Runs through the API: start with uploaded outputs, follow, read results and exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from django.test import Client
+
+from evaluations import runs
+from evaluations.models import Membership, Project, Run
+from evaluations.schemas.report import EvalReport
+from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
+
+
+def _start(client: Client, evalset: int, outputs: list[dict], **extra: object):  # type: ignore[no-untyped-def]
+    return client.post("/api/v1/runs/", data=json.dumps({"evalset": evalset, "outputs": outputs, **extra}),
+                       content_type="application/json")
+
+
+def _execute(run_id: int) -> None:
+    runs.run_execute_here(run_id)
+
+
+@pytest.mark.django_db
+def test_a_run_with_uploaded_outputs_is_created_queued_and_then_completes(alice_client: Client, acme: Project,
+                                                                          django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    version = import_demo(acme)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = _start(alice_client, version.evalset_id, regressed_outputs(), model="gpt-x", branch="main",
+                          tags=["nightly"])
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["status"] == "queued"
+    assert (body["cases_total"], body["model"], body["branch"], body["tags"]) == (8, "gpt-x", "main", ["nightly"])
+    assert len(callbacks) == 1  # the enqueue waits for the commit
+    _execute(body["id"])
+    detail = alice_client.get(f"/api/v1/runs/{body['id']}/").json()
+    assert detail["status"] == "completed"
+    assert (detail["cases_done"], detail["cases_failed"]) == (8, 2)
+    assert detail["summary"]["criteria"]["trajectory_match"]["pass_rate"] == pytest.approx(0.75)
+
+
+@pytest.mark.django_db
+def test_results_come_paginated_with_scores_and_filterable_by_status_and_level(alice_client: Client,
+                                                                               acme: Project) -> None:
+    version = import_demo(acme)
+    run_id = _start(alice_client, version.evalset_id, regressed_outputs()).json()["id"]
+    _execute(run_id)
+    failed = alice_client.get(f"/api/v1/runs/{run_id}/results/?status=failed").json()
+    assert failed["count"] == 2
+    tokyo = next(r for r in failed["results"] if r["eval_id"] == "weather_tokyo")
+    trajectory = [s for s in tokyo["scores"] if s["criterion"] == "trajectory_match"]
+    assert any(s["applies_to"] == "conversation" and s["passed"] is False for s in trajectory)
+    only_conversation = alice_client.get(f"/api/v1/runs/{run_id}/results/?applies_to=conversation&limit=3").json()
+    assert len(only_conversation["results"]) == 3
+    assert all(s["applies_to"] == "conversation" for r in only_conversation["results"] for s in r["scores"])
+
+
+@pytest.mark.django_db
+def test_the_report_csv_and_metric_exports_describe_the_same_run(alice_client: Client, acme: Project) -> None:
+    version = import_demo(acme)
+    run_id = _start(alice_client, version.evalset_id, regressed_outputs()).json()["id"]
+    _execute(run_id)
+    report = EvalReport.model_validate_json(b"".join(alice_client.get(f"/api/v1/runs/{run_id}/report/").streaming_content))
+    assert report.summary.total_cases == 8 and report.summary.passed_cases == 6
+    assert {r.eval_id for r in report.results if not r.passed} == {"weather_tokyo", "order_status"}
+    rows = list(csv.reader(io.StringIO(b"".join(alice_client.get(f"/api/v1/runs/{run_id}/results.csv")
+                                                 .streaming_content).decode())))
+    assert rows[0][:3] == ["eval_id", "iteration", "status"]
+    assert "trajectory_match" in rows[0] and "response_match.passed" in rows[0]
+    assert len(rows) == 9
+    records = alice_client.get(f"/api/v1/runs/{run_id}/metrics/").json()["results"]
+    assert {r["applies_to"] for r in records} >= {"conversation"}
+    aggregated = alice_client.get(f"/api/v1/runs/{run_id}/metrics/?aggregated=1&records=0").json()["results"]
+    top = next(a for a in aggregated if a["name"] == "trajectory_match" and a["applies_to"] == "conversation")
+    assert top["count"] == 8 and "individual_results" not in top
+
+
+@pytest.mark.django_db
+def test_cancel_and_retry_through_the_api(alice_client: Client, acme: Project) -> None:
+    version = import_demo(acme)
+    run_id = _start(alice_client, version.evalset_id, regressed_outputs()).json()["id"]
+    assert alice_client.post(f"/api/v1/runs/{run_id}/cancel/").json()["status"] == "cancelled"
+    retry = alice_client.post(f"/api/v1/runs/{run_id}/retry/").json()
+    assert retry["reset"] == 0  # nothing had failed yet
+    second = _start(alice_client, version.evalset_id, regressed_outputs()).json()["id"]
+    _execute(second)
+    assert alice_client.post(f"/api/v1/runs/{second}/retry/").json()["reset"] == 2
+
+
+@pytest.mark.django_db
+def test_bad_run_requests_are_400_in_the_error_shape_and_write_nothing(alice_client: Client, acme: Project) -> None:
+    version = import_demo(acme)
+    cases = [
+        ({"evalset": version.evalset_id}, "outputs"),
+        ({"evalset": version.evalset_id, "outputs": [{"eval_id": "nope", "turns": []}]}, "nope"),
+        ({"evalset": version.evalset_id, "outputs": [{"eval_id": "weather_tokyo", "turns": "x"}]}, "turns"),
+        ({"evalset": version.evalset_id, "outputs": [], "config": {"criteria": {"x": {"evaluator": "nope"}}}}, "nope"),
+        ({"evalset": version.evalset_id, "outputs": [], "iterations": 0}, "iterations"),
+        ({"evalset": "seven", "outputs": []}, "evalset"),
+    ]
+    for payload, fragment in cases:
+        response = alice_client.post("/api/v1/runs/", data=json.dumps(payload), content_type="application/json")
+        assert response.status_code == 400, (payload, response.content)
+        body = response.json()
+        assert set(body) >= {"code", "message", "problems"}
+        assert fragment in json.dumps(body), (fragment, body)
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_other_projects_runs_are_404_and_viewers_cannot_start_runs(alice, alice_client: Client,  # type: ignore[no-untyped-def]
+                                                                   bob_client: Client, acme: Project) -> None:
+    version = import_demo(acme)
+    run_id = _start(alice_client, version.evalset_id, perfect_outputs()).json()["id"]
+    for url in (f"/api/v1/runs/{run_id}/", f"/api/v1/runs/{run_id}/results/", f"/api/v1/runs/{run_id}/metrics/"):
+        assert bob_client.get(url).status_code == 404
+    assert bob_client.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 404
+    assert _start(bob_client, version.evalset_id, perfect_outputs()).status_code == 404
+    assert bob_client.get("/api/v1/runs/").json()["results"] == []
+    Membership.objects.filter(user=alice).update(role=Membership.Role.VIEWER)
+    assert _start(alice_client, version.evalset_id, perfect_outputs()).status_code == 403
+
+
+@pytest.mark.django_db
+def test_saved_configs_are_kept_per_project_and_validated(alice_client: Client, acme: Project) -> None:
+    good = {"project": "acme", "name": "strict", "config": {"criteria": {"trajectory_match": {"threshold": 1.0}}}}
+    response = alice_client.post("/api/v1/configs/", data=json.dumps(good), content_type="application/json")
+    assert response.status_code == 201, response.content
+    bad = {**good, "name": "broken", "config": {"criteria": {"x": {"threshold": "high"}}}}
+    assert alice_client.post("/api/v1/configs/", data=json.dumps(bad), content_type="application/json").status_code == 400
+    assert [c["name"] for c in alice_client.get("/api/v1/configs/").json()["results"]] == ["strict"]
+    version = import_demo(acme)
+    preset = response.json()["id"]
+    run = _start(alice_client, version.evalset_id, perfect_outputs(), preset=preset).json()
+    assert run["config"]["criteria"]["trajectory_match"]["threshold"] == 1.0
