@@ -1,6 +1,6 @@
 from django.urls import path
 
-from evaluations.views import evalsets
+from evaluations.views import demo, evalsets
 
 urlpatterns = [
     path("", evalsets.evalset_list, name="home"),
@@ -11,4 +11,5 @@ urlpatterns = [
     path("evalsets/versions/<int:pk>/native.json", evalsets.version_native, name="version_native"),
     path("cases/<int:pk>/", evalsets.case_detail, name="case_detail"),
     path("projects/switch/", evalsets.project_switch, name="project_switch"),
+    path("demo/agent/", demo.demo_agent, name="demo_agent"),
 ]
