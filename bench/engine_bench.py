@@ -1,0 +1,126 @@
+"""End-to-end engine benchmark: 10,000 cases x 6 deterministic evaluators from uploaded
+outputs, queued to a real `qcluster` with 2 workers, until the run is completed with its
+aggregates.
+
+    python bench/engine_bench.py [--cases 10000] [--workers 2]            # SQLite (embedded)
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalsite_bench python bench/engine_bench.py
+
+Target (issue 3): <= 10 s on SQLite. The clock starts before the run is created (outputs
+validated, results written, batches queued) and stops when the run is `completed`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+CRITERIA = {
+    "trajectory_match": {"threshold": 0.8, "match_type": "IN_ORDER"},
+    "tool_trajectory_avg_score": {"threshold": 1.0},
+    "response_match_score": {"threshold": 0.5},
+    "exact_match": {"threshold": 1.0},
+    "reliability": {"threshold": 1.0},
+    "latency_seconds": {"threshold": 5.0},
+}
+TOOLS = ["get_weather", "get_forecast", "search_flights", "book_flight", "get_order", "cancel_order"]
+CITIES = ["Tokyo", "Paris", "Lisbon", "Oslo", "Nairobi", "Lima", "Toronto", "Seoul"]
+
+
+def generate(cases: int, seed: int = 11) -> tuple[dict, list[dict]]:
+    r = random.Random(seed)
+    eval_cases, outputs = [], []
+    for i in range(cases):
+        city = r.choice(CITIES)
+        calls = [{"name": name, "args": {"city": city, "days": r.randint(1, 5), "options": {"units": "metric"}}}
+                 for name in r.sample(TOOLS, r.randint(2, 4))]
+        answer = f"In {city} it will be {r.randint(-5, 35)} degrees with light wind; bring a jacket after sunset."
+        eval_cases.append({"eval_id": f"case_{i:05d}", "tags": [r.choice(["weather", "flights", "orders"])],
+                           "conversation": [{"invocation_id": "t1",
+                                             "user_content": {"role": "user", "content": f"Plan my day in {city}"},
+                                             "expected_tool_trajectory": calls,
+                                             "expected_final_response": {"role": "assistant", "content": answer}}]})
+        actual = [dict(c, args=dict(c["args"])) for c in calls]
+        if r.random() < 0.1:
+            actual[0]["args"]["city"] = "Nowhere"  # 10% regress on an argument
+        reply = answer if r.random() < 0.9 else answer.replace("jacket", "umbrella")
+        outputs.append({"eval_id": f"case_{i:05d}", "turns": [{
+            "invocation_id": "t1", "final_response": reply, "tool_calls": actual,
+            "latency_seconds": round(r.uniform(0.2, 3.0), 3),
+            "usage": {"prompt_tokens": 800, "completion_tokens": 60, "cost_usd": 0.001}}]})
+    return {"eval_set_id": "bench_engine", "name": "Engine benchmark", "eval_cases": eval_cases}, outputs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="evalsite-bench-"))
+    os.environ.setdefault("EVALSITE_DATA_DIR", str(tmp))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "evalsite.settings"
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connection
+
+    from evaluations import runs
+    from evaluations.formats import SourceFile
+    from evaluations.models import Run, Score
+    from evaluations.schemas.evalset import EvalConfig
+    from evaluations.services import evalset_import, project_get_or_create_default
+    from evaluations.targets.uploaded import read_outputs
+
+    call_command("migrate", verbosity=0)
+    evalset, raw_outputs = generate(args.cases)
+    project = project_get_or_create_default()
+    [outcome] = evalset_import(project=project, files=[SourceFile("bench.evalset.json", json.dumps(evalset).encode())])
+    outputs_file = SourceFile("outputs.json", json.dumps(raw_outputs).encode())
+    db = connection.vendor
+    env = {**os.environ, "EVALSITE_WORKERS": str(args.workers), "SECRET_KEY": settings.SECRET_KEY}
+    log = open(tmp / "qcluster.log", "w")  # noqa: SIM115 - closed below
+    cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=REPO, env=env, stdout=log,
+                               stderr=subprocess.STDOUT)
+    time.sleep(2.0)  # let the cluster start its workers before the clock starts
+    try:
+        started = time.perf_counter()
+        outputs = read_outputs([outputs_file])
+        parsed = time.perf_counter()
+        run = runs.run_create(project=project, version=outcome.version, target_kind="uploaded", outputs=outputs,
+                              config=EvalConfig.model_validate({"criteria": CRITERIA}))
+        created = time.perf_counter()
+        while Run.objects.filter(pk=run.pk).values_list("status", flat=True).get() not in {"completed", "failed"}:
+            time.sleep(0.05)
+        finished = time.perf_counter()
+    finally:
+        cluster.send_signal(signal.SIGTERM)
+        cluster.wait(timeout=60)
+        log.close()
+    run.refresh_from_db()
+    scores = Score.objects.filter(run=run).count()
+    total = finished - started
+    print(f"{db}: {args.cases} cases x {len(CRITERIA)} evaluators, {args.workers} workers: "
+          f"{total:.2f} s end to end (outputs read {parsed - started:.2f} s, run created and queued "
+          f"{created - parsed:.2f} s, evaluated by the cluster {finished - created:.2f} s)")
+    print(f"status {run.status}: {run.cases_done} results, {scores} score rows, "
+          f"pass rate {run.summary['pass_rate']:.3f}, "
+          + ", ".join(f"{k} mean {v['mean']:.3f}" for k, v in run.summary["criteria"].items() if v["mean"] is not None))
+    if db == "sqlite":
+        print(f"target <= 10 s on SQLite: {'OK' if total <= 10 else 'OVER TARGET'}")
+
+
+if __name__ == "__main__":
+    main()
