@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import groupby
 from typing import Any
 
 from django.db.models import Avg, Count, Max, Min
@@ -76,15 +77,18 @@ def _criteria(run: Run) -> list[str]:
     return [name for name, c in (run.config.get("criteria") or {}).items() if c.get("enabled", True)]
 
 
-def _results_with_scores(run: Run, chunk: int = 500) -> Iterator[tuple[CaseResult, list[Score]]]:
+def _results_with_scores(run: Run, chunk: int = 500, *, with_output: bool = False,
+                         ) -> Iterator[tuple[CaseResult, list[Score]]]:
     """The run's results in case order with their scores, a chunk at a time (two queries per
     chunk), so a 10,000-case run is never in memory whole."""
     pks = list(run.results.order_by("case__position", "iteration").values_list("pk", flat=True))
+    fields = ["pk", "iteration", "status", "error", "latency_seconds", "prompt_tokens", "completion_tokens",
+              "cost_usd", "case__eval_id", "case__name", "case__position"]
+    if with_output:
+        fields.append("output")
     for start in range(0, len(pks), chunk):
         ids = pks[start:start + chunk]
-        results = CaseResult.objects.filter(pk__in=ids).select_related("case").only(
-            "pk", "iteration", "status", "error", "latency_seconds", "prompt_tokens", "completion_tokens",
-            "cost_usd", "case__eval_id", "case__name", "case__position")
+        results = CaseResult.objects.filter(pk__in=ids).select_related("case").only(*fields)
         by_pk = {r.pk: r for r in results}
         scores: dict[int, list[Score]] = {pk: [] for pk in ids}
         for score in Score.objects.filter(result_id__in=ids).order_by("pk"):
@@ -176,9 +180,10 @@ def _blank(value: Any) -> Any:
 def run_metric_records(run: Run, *, aggregated: bool = False, with_records: bool = True) -> Iterator[dict[str, Any]]:
     """watsonx.governance-style metric records: one per score at its level; with
     `aggregated`, one per metric, level and node (mean/min/max/count), optionally with them."""
+    groups = _groups(run)
     if not aggregated:
         for result, scores in _results_with_scores(run):
-            yield from (_record(run, result, s).model_dump(mode="json") for s in scores)
+            yield from (_record(run, result, s, groups).model_dump(mode="json") for s in scores)
         return
     rows = (Score.objects.filter(run=run).values("criterion", "applies_to", "node_name")
             .annotate(count=Count("pk"), mean=Avg("score"), min=Min("score"), max=Max("score"))
@@ -187,7 +192,7 @@ def run_metric_records(run: Run, *, aggregated: bool = False, with_records: bool
         individual = None
         if with_records:
             individual = [
-                _record(run, s.result, s) for s in Score.objects.filter(
+                _record(run, s.result, s, groups) for s in Score.objects.filter(
                     run=run, criterion=row["criterion"], applies_to=row["applies_to"], node_name=row["node_name"]
                 ).select_related("result__case").order_by("pk")
             ]
@@ -198,7 +203,20 @@ def run_metric_records(run: Run, *, aggregated: bool = False, with_records: bool
         ).model_dump(mode="json", exclude_none=True)
 
 
-def _record(run: Run, result: CaseResult, s: Score) -> MetricRecord:
+def _groups(run: Run) -> dict[str, str]:
+    """Criterion -> its evaluator's metric group (watsonx metric groups)."""
+    from evaluations.evaluators import registry
+
+    known = registry()
+    out = {}
+    for name, criterion in (run.config.get("criteria") or {}).items():
+        cls = known.get(criterion.get("evaluator") or name)
+        if cls is not None:
+            out[name] = cls.group
+    return out
+
+
+def _record(run: Run, result: CaseResult, s: Score, groups: dict[str, str] | None = None) -> MetricRecord:
     conversation = f"{result.case.eval_id}#{result.iteration}"
     return MetricRecord(
         id=f"run{run.pk}-score{s.pk}",
@@ -208,7 +226,40 @@ def _record(run: Run, result: CaseResult, s: Score) -> MetricRecord:
         conversation_id=conversation,
         interaction_id=f"{conversation}/turn{s.turn_index + 1}" if s.turn_index >= 0 else None,
         node_name=s.node_name or None,
+        group=(groups or {}).get(s.criterion),
         thresholds=[{"type": k, "value": v} for k, v in (s.threshold or {}).items()],
         errors=[{"message": s.error}] if s.error else [],
         passed=s.passed,
     )
+
+
+def run_upsonic_chunks(run: Run) -> Iterator[str]:
+    """The run in Upsonic's result shapes, per case: `accuracy` (AccuracyEvaluationResult of
+    each judged turn and iteration), `reliability` (ReliabilityEvaluationResult per
+    iteration) and `performance` (PerformanceEvaluationResult over the iterations)."""
+    from evaluations.evaluators.performance import performance_stats
+    from evaluations.schemas.outputs import AgentOutput
+
+    yield json.dumps({"run_id": run.pk, "eval_set_id": run.evalset_version.evalset.eval_set_id})[:-1] + ', "cases": ['
+    first = True
+    for eval_id, group in groupby(_results_with_scores(run, with_output=True), key=lambda rs: rs[0].case.eval_id):
+        accuracy: list[dict[str, Any]] = []
+        reliability: list[dict[str, Any]] = []
+        outputs: list[AgentOutput] = []
+        for result, scores in group:
+            for s in scores:
+                if "accuracy" in s.justification:
+                    accuracy.append({"iteration": result.iteration, "turn_index": s.turn_index,
+                                     **s.justification["accuracy"]})
+                elif {"checks", "missing_tool_calls"} <= s.justification.keys():  # a ReliabilityEvaluationResult
+                    reliability.append({"iteration": result.iteration, **s.justification})
+            if result.output:
+                try:
+                    outputs.append(AgentOutput.model_validate(result.output))
+                except ValueError:
+                    continue
+        performance = performance_stats(outputs, run.warmups).model_dump(mode="json") if outputs else None
+        case = {"eval_id": eval_id, "accuracy": accuracy, "reliability": reliability, "performance": performance}
+        yield ("\n  " if first else ",\n  ") + json.dumps(case, ensure_ascii=False)
+        first = False
+    yield "\n]}\n"

@@ -42,7 +42,9 @@ from evaluations.models import (
     Project,
     Run,
     Score,
+    Span,
     ToolUsage,
+    Trace,
 )
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.evalset import EvalCase as NativeCase
@@ -305,13 +307,20 @@ def _build_evaluators(config: EvalConfig) -> dict[str, tuple[Evaluator | None, C
 
 
 def _build_target(run: Run) -> Any:
+    config = EvalConfig.model_validate(run.config)
+    simulate_user = None
+    if config.user_simulator_config is not None:  # drives conversation_scenario cases
+        from evaluations.simulator import simulate_user as make_simulator
+
+        simulate_user = make_simulator(config.user_simulator_config)
     if run.target_kind == Run.TargetKind.HTTP:
         from evaluations.targets.http import HttpTarget, HttpTargetSpec
 
-        return HttpTarget(HttpTargetSpec.model_validate(run.target))
+        return HttpTarget(HttpTargetSpec.model_validate(run.target), simulate_user=simulate_user)
     from evaluations.targets.python import PythonTarget, PythonTargetSpec
 
-    return PythonTarget(PythonTargetSpec.model_validate({"warmups": run.warmups, **run.target}))
+    return PythonTarget(PythonTargetSpec.model_validate({"warmups": run.warmups, **run.target}),
+                        simulate_user=simulate_user)
 
 
 _CASE_FIELDS = ("eval_id", "name", "tags", "metadata", "session_input", "conversation",
@@ -404,7 +413,7 @@ def _write(run: Run, evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreRe
         ]
         usage_rows = [(run.pk, result.pk, u.tool_name, u.node_name, u.calls, u.failures, u.latency_seconds)
                       for u in _tool_usage(run.pk, result.pk, output)]
-        prepared.append((result.pk, result_row, score_rows, usage_rows))
+        prepared.append((result.pk, result_row, score_rows, usage_rows, _traces(output)))
 
     with transaction.atomic():
         still = set(CaseResult.objects.select_for_update()
@@ -416,12 +425,14 @@ def _write(run: Run, evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreRe
         # A retried result may have scores from its earlier attempt: replace them.
         Score.objects.filter(result_id__in=still).delete()
         ToolUsage.objects.filter(result_id__in=still).delete()
+        Trace.objects.filter(result_id__in=still).delete()
         _executemany(Score, ["run_id", "result_id", "criterion", "evaluator", "applies_to", "turn_index", "node_name",
                              "score", "raw_value", "passed", "threshold", "justification", "error"],
                      [row for p in prepared for row in p[2]], json_columns={"threshold", "justification"})
         _executemany(ToolUsage, ["run_id", "result_id", "tool_name", "node_name", "calls", "failures",
                                  "latency_seconds"], [row for p in prepared for row in p[3]])
         _update_results(prepared, now, store_outputs=store_outputs)
+        _store_traces(run, prepared)
         statuses = [p[1][0] for p in prepared]
         Run.objects.filter(pk=run.pk).update(
             cases_done=F("cases_done") + len(prepared),
@@ -430,6 +441,41 @@ def _write(run: Run, evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreRe
             heartbeat_at=now,
         )
     return len(prepared)
+
+
+def _traces(output: AgentOutput) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The output's trace as rows to keep (trace -> spans), so pages can draw the span tree.
+    A trace that cannot be read was already reported by the outputs reader; none is kept."""
+    if not output.trace:
+        return []
+    from evaluations.traces import TraceError, summarize
+
+    try:
+        summaries = summarize(output.trace)
+    except TraceError:
+        return []
+    kept = []
+    for summary in summaries:
+        spans = [node.span for root in summary.roots for node, _ in root.walk()]
+        ends = [s.end_time_unix_nano for s in spans if s.end_time_unix_nano is not None]
+        trace = {"trace_id": summary.trace_id[:64], "thread_id": (summary.thread_id or "")[:200],
+                 "name": summary.roots[0].span.name[:255] if summary.roots else "",
+                 "start_ns": min(s.start_time_unix_nano for s in spans) if spans else None,
+                 "end_ns": max(ends) if ends else None}
+        kept.append((trace, [{"span_id": s.span_id[:32], "parent_span_id": (s.parent_span_id or "")[:32],
+                              "name": s.name[:255], "kind": (s.category or s.kind)[:32],
+                              "start_ns": s.start_time_unix_nano, "end_ns": s.end_time_unix_nano,
+                              "status": s.status_code[:16], "attributes": s.attributes} for s in spans]))
+    return kept
+
+
+def _store_traces(run: Run, prepared: list[Any]) -> None:
+    pending = [(pk, trace, spans) for pk, *_, traces in prepared for trace, spans in traces]
+    if not pending:
+        return
+    traces = Trace.objects.bulk_create([Trace(run=run, result_id=pk, **trace) for pk, trace, _ in pending])
+    Span.objects.bulk_create([Span(trace=trace, **span) for trace, (_, _, spans) in zip(traces, pending, strict=True)
+                              for span in spans], batch_size=1000)
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))

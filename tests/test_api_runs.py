@@ -74,6 +74,7 @@ def test_the_report_csv_and_metric_exports_describe_the_same_run(alice_client: C
     assert len(rows) == 9
     records = alice_client.get(f"/api/v1/runs/{run_id}/metrics/").json()["results"]
     assert {r["applies_to"] for r in records} >= {"conversation"}
+    assert {r["group"] for r in records if r["name"] == "trajectory_match"} == {"trajectory"}
     aggregated = alice_client.get(f"/api/v1/runs/{run_id}/metrics/?aggregated=1&records=0").json()["results"]
     top = next(a for a in aggregated if a["name"] == "trajectory_match" and a["applies_to"] == "conversation")
     assert top["count"] == 8 and "individual_results" not in top
@@ -137,3 +138,27 @@ def test_saved_configs_are_kept_per_project_and_validated(alice_client: Client, 
     preset = response.json()["id"]
     run = _start(alice_client, version.evalset_id, perfect_outputs(), preset=preset).json()
     assert run["config"]["criteria"]["trajectory_match"]["threshold"] == 1.0
+
+
+@pytest.mark.django_db
+def test_the_upsonic_export_gives_reliability_and_performance_over_iterations(alice_client: Client,
+                                                                              acme: Project) -> None:
+    version = import_demo(acme)
+    payload = {"evalset": version.evalset_id, "target_kind": "python", "iterations": 3, "warmups": 1,
+               "target": {"callable": "evaluations.demo.agent:respond"},
+               "config": {"criteria": {"reliability": {"threshold": 1.0},
+                                       "latency_seconds": {"threshold": 5.0}}}}
+    response = alice_client.post("/api/v1/runs/", data=json.dumps(payload), content_type="application/json")
+    assert response.status_code == 201, response.content
+    _execute(response.json()["id"])
+    body = json.loads(b"".join(alice_client.get(f"/api/v1/runs/{response.json()['id']}/upsonic/").streaming_content))
+    cases = {c["eval_id"]: c for c in body["cases"]}
+    tokyo = cases["weather_tokyo"]
+    assert [r["passed"] for r in tokyo["reliability"]] == [True, True, True]
+    assert tokyo["reliability"][0]["expected_tool_calls"] == ["get_weather"]
+    perf = tokyo["performance"]
+    assert perf["num_iterations"] == 3 and perf["warmup_runs"] == 1
+    assert len(perf["all_runs"]) == 3
+    assert all(r["memory_peak_bytes"] >= 0 for r in perf["all_runs"])
+    assert perf["latency_stats"]["min"] <= perf["latency_stats"]["median"] <= perf["latency_stats"]["max"]
+    assert cases["smalltalk_no_tools"]["reliability"] == []  # no expected tools: an error, as in Upsonic

@@ -200,3 +200,27 @@ def test_a_completed_run_is_found_by_the_resume_watchdog_only_when_stalled(acme:
     queued_before = OrmQ.objects.count()
     assert runs.resume_stalled_runs() == [stalled.pk]
     assert OrmQ.objects.count() > queued_before  # its pending batches are queued again
+
+
+@pytest.mark.django_db
+def test_a_trace_in_an_output_is_kept_as_spans_and_supplies_the_tool_calls(acme: Project) -> None:
+    import json
+
+    from evaluations.models import Span, Trace
+    from tests.conftest import DATA
+
+    trace = json.loads((DATA / "traces" / "genai_cancel_order.json").read_text())
+    outputs = [o for o in perfect_outputs() if o["eval_id"] == "order_status"]
+    outputs[0]["turns"] = [{"final_response": "Order 1042 shipped on 2026-11-18 and arrives on 2026-11-22."}]
+    outputs[0]["trace"] = trace
+    run = _run(acme, outputs, eval_ids=["order_status"])
+    stored = Trace.objects.get(run=run)
+    assert stored.name == "invoke_agent orders_assistant"
+    spans = Span.objects.filter(trace=stored)
+    assert spans.count() == 6
+    assert spans.filter(kind="TOOL").count() == 3
+    assert spans.filter(parent_span_id="").count() == 1
+    # The tool calls came from the trace: get_order with other args, then two cancels.
+    tools = {t["tool"]: t["calls"] for t in run.summary["tools"]}
+    assert tools == {"get_order": 1, "cancel_order": 2}
+    assert CaseResult.objects.get(run=run).status == "failed"  # the unexpected cancels fail the trajectory

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import http.cookiejar
+import json
 import os
 import re
 import signal
@@ -46,6 +48,7 @@ def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_
             assert time.monotonic() < deadline, output
         assert f"evalsite is running at http://127.0.0.1:{port}/" in output
         assert "demo: eval set 'demo_travel_agent'" in output
+        assert "(demo baseline)" in output and "(demo candidate)" in output
         assert "ORM broker" in output
         match = re.search(r"log in as 'admin' with password '([^']+)'", output)
         assert match, output
@@ -61,6 +64,20 @@ def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_
         page = opener.open(request).read().decode()
         assert "Demo travel agent" in page  # landed on the eval-set list, logged in
         assert (tmp_path / "evalsite.sqlite3").exists()
+        # The cluster that `up` started executes the two demo runs.
+        auth = "Basic " + base64.b64encode(f"admin:{password}".encode()).decode()
+        deadline = time.monotonic() + 120
+        while True:
+            listing = json.loads(urllib.request.urlopen(urllib.request.Request(
+                f"{base}/api/v1/runs/", headers={"Authorization": auth})).read())["results"]
+            if len(listing) == 2 and all(r["status"] == "completed" for r in listing):
+                break
+            assert time.monotonic() < deadline, listing
+            time.sleep(1)
+        by_name = {r["name"]: r for r in listing}
+        assert by_name["demo baseline"]["cases_failed"] == 0
+        assert by_name["demo baseline"]["cases_done"] == 16
+        assert by_name["demo candidate"]["cases_failed"] > 0
         children = [" ".join(c.cmdline()) for c in psutil.Process(proc.pid).children(recursive=True)]
         assert any("qcluster" in c for c in children), children
         assert any("gunicorn" in c for c in children), children

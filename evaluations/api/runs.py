@@ -173,6 +173,16 @@ class RunReport(APIView):
         return response
 
 
+class RunUpsonic(APIView):
+    """The run in Upsonic's result shapes (accuracy, reliability, performance per case)."""
+
+    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+        run = _run_or_404(request, pk)
+        response = StreamingHttpResponse(exports.run_upsonic_chunks(run), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-upsonic.json"'
+        return response
+
+
 class RunCsv(APIView):
     """Wide CSV: one row per case and iteration, one column per criterion."""
 

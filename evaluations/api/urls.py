@@ -14,6 +14,7 @@ urlpatterns = [
     path("runs/<int:pk>/results/", runs.RunResults.as_view(), name="api_run_results"),
     path("runs/<int:pk>/report/", runs.RunReport.as_view(), name="api_run_report"),
     path("runs/<int:pk>/results.csv", runs.RunCsv.as_view(), name="api_run_csv"),
+    path("runs/<int:pk>/upsonic/", runs.RunUpsonic.as_view(), name="api_run_upsonic"),
     path("runs/<int:pk>/metrics/", runs.RunMetrics.as_view(), name="api_run_metrics"),
     path("configs/", runs.EvaluationConfigList.as_view(), name="api_configs"),
 ]

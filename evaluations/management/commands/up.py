@@ -107,12 +107,28 @@ class Command(BaseCommand):
         return f"log in as {username!r} with the password from EVALSITE_ADMIN_PASSWORD"
 
     def _load_demo(self, project: Any) -> None:
+        """The demo eval set, and two runs of the demo agent on it for the queue to execute:
+        a baseline and a candidate with injected faults, so there is a real comparison."""
+        from evaluations import runs
         from evaluations.formats import files_from_paths
+        from evaluations.models import Run
         from evaluations.services import evalset_import
 
         files = files_from_paths([DEMO_DIR / "travel_agent.evalset.json"])
-        for outcome in evalset_import(project=project, files=files):
-            self.stdout.write(f"demo: {outcome.describe()}")
+        [outcome] = evalset_import(project=project, files=files)
+        self.stdout.write(f"demo: {outcome.describe()}")
+        if Run.objects.filter(evalset_version=outcome.version).exists():
+            return
+        agent = "evaluations.demo.agent:respond"
+        for name, faults, branch in (
+            ("demo baseline", {}, "main"),
+            ("demo candidate", {"wrong_argument": True, "missing_call": True, "slow_answer_seconds": 0.3,
+                                "rate": 0.4}, "feature/new-prompt"),
+        ):
+            run = runs.run_create(project=project, version=outcome.version, target_kind=Run.TargetKind.PYTHON,
+                                  target={"callable": agent, "metadata": {"faults": faults}}, iterations=2,
+                                  name=name, labels={"model": "demo-agent", "branch": branch, "tags": ["demo"]})
+            self.stdout.write(f"demo: queued run {run.pk} ({name})")
 
     def _start_web(self, options: dict[str, Any]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
