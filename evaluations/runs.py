@@ -46,7 +46,7 @@ from evaluations.models import (
     ToolUsage,
     Trace,
 )
-from evaluations.schemas.evalset import CriterionConfig, EvalConfig
+from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import AgentOutput
 
@@ -519,15 +519,19 @@ def _update_results(prepared: list[Any], now: Any, *, store_outputs: bool) -> No
 
 
 def _tool_usage(run_id: int, result_id: int, output: AgentOutput) -> list[ToolUsage]:
+    """Per tool (and the node that called it): calls, failures, latency. Node executions from
+    the trajectory are rows with an empty tool name, for the per-node aggregates."""
     agg: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0])
     for call in output.all_tool_calls():
-        key = (call.name[:200], (call.node or "")[:200])
-        entry = agg[key]
+        entry = agg[(call.name[:200], (call.node or "")[:200])]
         entry[0] += 1
         entry[1] += 1 if call.error else 0
         if call.latency_seconds is not None:
             entry[2] += call.latency_seconds
             entry[3] = 1
+    for step in output.trajectory:
+        if step.step_type == StepType.NODE:
+            agg[("", step.name[:200])][0] += 1
     return [ToolUsage(run_id=run_id, result_id=result_id, tool_name=tool, node_name=node, calls=int(calls),
                       failures=int(failures), latency_seconds=latency if timed else None)
             for (tool, node), (calls, failures, latency, timed) in agg.items()]
@@ -588,17 +592,21 @@ def run_summary(run: Run) -> dict[str, Any]:
                                latency_mean=Avg("latency_seconds"))
     status_counts = dict(results.values_list("status").annotate(n=Count("pk")).values_list("status", "n"))
     judged = status_counts.get("passed", 0) + status_counts.get("failed", 0)
+    usage = ToolUsage.objects.filter(run=run)
     tools = [
         {"tool": r["tool_name"], "node": r["node_name"], "calls": r["calls"], "failures": r["failures"],
          "cases": r["cases"], "latency_seconds": r["latency"]}
-        for r in ToolUsage.objects.filter(run=run).values("tool_name", "node_name")
+        for r in usage.exclude(tool_name="").values("tool_name", "node_name")
         .annotate(calls=Sum("calls"), failures=Sum("failures"), cases=Count("result", distinct=True),
                   latency=Sum("latency_seconds")).order_by("-calls", "tool_name")
     ]
     nodes = [
-        {"node": r["node_name"], "calls": r["calls"], "failures": r["failures"]}
-        for r in ToolUsage.objects.filter(run=run).exclude(node_name="").values("node_name")
-        .annotate(calls=Sum("calls"), failures=Sum("failures")).order_by("-calls")
+        {"node": r["node_name"], "executions": r["executions"] or 0, "tool_calls": r["tool_calls"] or 0,
+         "failures": r["failures"] or 0, "cases": r["cases"], "latency_seconds": r["latency"]}
+        for r in usage.exclude(node_name="").values("node_name")
+        .annotate(executions=Sum("calls", filter=Q(tool_name="")), tool_calls=Sum("calls", filter=~Q(tool_name="")),
+                  failures=Sum("failures"), cases=Count("result", distinct=True), latency=Sum("latency_seconds"))
+        .order_by("node_name")
     ]
     return {
         "criteria": criteria,

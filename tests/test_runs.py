@@ -224,3 +224,25 @@ def test_a_trace_in_an_output_is_kept_as_spans_and_supplies_the_tool_calls(acme:
     tools = {t["tool"]: t["calls"] for t in run.summary["tools"]}
     assert tools == {"get_order": 1, "cancel_order": 2}
     assert CaseResult.objects.get(run=run).status == "failed"  # the unexpected cancels fail the trajectory
+
+
+@pytest.mark.django_db
+def test_nodes_named_by_trajectories_get_aggregates_and_node_level_scores(acme: Project) -> None:
+    outputs = [o for o in perfect_outputs() if o["eval_id"] in {"weather_tokyo", "order_cancel"}]
+    for output in outputs:
+        output["trajectory"] = [{"step_type": "NODE", "name": "planner", "metadata": {"duration_seconds": 0.2}},
+                                {"step_type": "NODE", "name": "executor"}]
+        for turn in output["turns"]:
+            for call in turn["tool_calls"]:
+                call.update({"node": "executor", "latency_seconds": 0.5})
+    config = EvalConfig(criteria={"node_time": CriterionConfig(evaluator="node_latency_seconds", threshold=0.9)})
+    run = _run(acme, outputs, config=config, eval_ids=["weather_tokyo", "order_cancel"])
+    nodes = {n["node"]: n for n in run.summary["nodes"]}
+    assert nodes["planner"]["executions"] == 2 and nodes["planner"]["tool_calls"] == 0
+    assert nodes["executor"]["executions"] == 2 and nodes["executor"]["tool_calls"] == 3  # 1 + 2 calls
+    node_scores = Score.objects.filter(run=run, applies_to="node")
+    assert set(node_scores.values_list("node_name", flat=True)) == {"planner", "executor"}
+    slow = node_scores.get(result__case__eval_id="order_cancel", node_name="executor")
+    assert slow.raw_value == pytest.approx(1.0) and slow.passed is False  # two calls of 0.5 s > 0.9 s
+    assert CaseResult.objects.get(run=run, case__eval_id="weather_tokyo").status == "passed"
+    assert CaseResult.objects.get(run=run, case__eval_id="order_cancel").status == "failed"

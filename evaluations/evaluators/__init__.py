@@ -22,6 +22,7 @@ base._BUILTIN_MODULES.extend([
     "evaluations.evaluators.reliability",
     "evaluations.evaluators.judge",
     "evaluations.evaluators.performance",
+    "evaluations.evaluators.nodes",
 ])
 
 __all__ = [
