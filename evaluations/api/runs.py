@@ -163,14 +163,18 @@ def _run_or_404(request: Request, pk: int) -> Run:
     return get_object_or_404(visible_runs(request).select_related("evalset_version__evalset"), pk=pk)
 
 
+def _download(chunks: Iterator[str], content_type: str, filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(chunks, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
 class RunReport(APIView):
     """The AgentFlow EvalReport JSON, streamed."""
 
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
         run = _run_or_404(request, pk)
-        response = StreamingHttpResponse(exports.run_report_chunks(run), content_type="application/json")
-        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-report.json"'
-        return response
+        return _download(exports.run_report_chunks(run), "application/json", f"run-{run.pk}-report.json")
 
 
 class RunUpsonic(APIView):
@@ -178,9 +182,7 @@ class RunUpsonic(APIView):
 
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
         run = _run_or_404(request, pk)
-        response = StreamingHttpResponse(exports.run_upsonic_chunks(run), content_type="application/json")
-        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-upsonic.json"'
-        return response
+        return _download(exports.run_upsonic_chunks(run), "application/json", f"run-{run.pk}-upsonic.json")
 
 
 class RunCsv(APIView):
@@ -188,9 +190,7 @@ class RunCsv(APIView):
 
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
         run = _run_or_404(request, pk)
-        response = StreamingHttpResponse(_csv_lines(exports.run_wide_rows(run)), content_type="text/csv")
-        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-results.csv"'
-        return response
+        return _download(_csv_lines(exports.run_wide_rows(run)), "text/csv", f"run-{run.pk}-results.csv")
 
 
 def _csv_lines(rows: Iterator[list[Any]]) -> Iterator[str]:

@@ -371,6 +371,21 @@ def _skip_rest_of_array(events: Iterator[tuple[str, Any]]) -> None:
                 return
 
 
+def json_lines(file: SourceFile, problems: list[Problem] | None = None) -> list[tuple[int, Any]]:
+    """(line number, value) for each non-blank line that is JSON; with `problems`, a located
+    problem for each line that is not (for readers that report every problem, not the first)."""
+    rows = []
+    for lineno, text in enumerate(file.text.splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            rows.append((lineno, json.loads(text)))
+        except json.JSONDecodeError as exc:
+            if problems is not None:
+                problems.append(Problem(f"not valid JSON: {exc.msg}", file=file.name, line=lineno, column=exc.colno))
+    return rows
+
+
 @dataclass
 class ParsedEvalSet:
     """A reader's result: the native eval set plus what came with it."""

@@ -51,6 +51,7 @@ from evaluations.formats.base import (
     Problem,
     SourceFile,
     format_path,
+    json_lines,
     locate,
     schema_error,
     stem,
@@ -195,7 +196,7 @@ class DeepEvalReader:
             return None
         if file.suffix == "jsonl":
             keys = set()
-            for _, row in _jsonl_objects(file)[:200]:
+            for _, row in json_lines(file)[:200]:
                 if isinstance(row, dict):
                     keys |= set(row)
             return _refusal_for_keys(keys, "key")
@@ -252,7 +253,7 @@ class DeepEvalReader:
                 goldens.append(golden)
             return goldens
         if file.suffix == "jsonl":
-            for line, row in _jsonl_objects(file, run):
+            for line, row in json_lines(file, run.problems):
                 golden = _Golden(position=len(goldens) + 1, line=line, prefix=())
                 if not isinstance(row, dict):
                     run.problems.append(Problem("a golden must be a JSON object", file=file.name, line=line))
@@ -429,22 +430,6 @@ def _wrapped_items(doc: Any) -> list[Any] | None:
             if isinstance(doc.get(key), list):
                 return doc[key]
     return None
-
-
-def _jsonl_objects(file: SourceFile, run: _Parse | None = None) -> list[tuple[int, Any]]:
-    """(line, value) for each non-blank line that is JSON; with `run`, a problem per line that is not."""
-    rows = []
-    for lineno, text in enumerate(file.text.splitlines(), start=1):
-        if not text.strip():
-            continue
-        try:
-            rows.append((lineno, json.loads(text)))
-        except json.JSONDecodeError as exc:
-            if run is not None:
-                run.problems.append(
-                    Problem(f"not valid JSON: {exc.msg}", file=file.name, line=lineno, column=exc.colno)
-                )
-    return rows
 
 
 def _read_fields(golden: _Golden, row: dict[str, Any]) -> None:

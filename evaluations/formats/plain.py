@@ -19,7 +19,6 @@ is DeepEval's, and this reader leaves it to `deepeval`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from evaluations.formats.base import (
     Problem,
     SourceFile,
     format_path,
+    json_lines,
     schema_error,
     stem,
 )
@@ -53,7 +53,7 @@ class PlainReader:
     def sniff(self, file: SourceFile) -> str | None:
         if file.suffix == "jsonl":
             keys: set[str] = set()
-            for _, row in _json_lines(file)[:200]:
+            for _, row in json_lines(file)[:200]:
                 if isinstance(row, dict):
                     keys |= set(row)
             what = "key"
@@ -83,7 +83,7 @@ class PlainReader:
             _, csv_rows = file.csv_rows
             rows: list[tuple[int, Any]] = [(line, {k: v for k, v in row.items() if k}) for line, row in csv_rows]
         else:
-            rows = _json_lines(file, problems)
+            rows = json_lines(file, problems)
         objects: list[tuple[int, dict[str, Any]]] = []
         for line, row in rows:
             if isinstance(row, dict):
@@ -116,20 +116,6 @@ class PlainReader:
 
 
 reader = PlainReader()
-
-
-def _json_lines(file: SourceFile, problems: list[Problem] | None = None) -> list[tuple[int, Any]]:
-    """(line, value) per non-blank line; a problem for each line that is not JSON."""
-    rows = []
-    for lineno, text in enumerate(file.text.splitlines(), start=1):
-        if not text.strip():
-            continue
-        try:
-            rows.append((lineno, json.loads(text)))
-        except json.JSONDecodeError as exc:
-            if problems is not None:
-                problems.append(Problem(f"not valid JSON: {exc.msg}", file=file.name, line=lineno, column=exc.colno))
-    return rows
 
 
 def _explicit_id(row: dict[str, Any]) -> str | None:
