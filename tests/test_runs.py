@@ -246,3 +246,37 @@ def test_nodes_named_by_trajectories_get_aggregates_and_node_level_scores(acme: 
     assert slow.raw_value == pytest.approx(1.0) and slow.passed is False  # two calls of 0.5 s > 0.9 s
     assert CaseResult.objects.get(run=run, case__eval_id="weather_tokyo").status == "passed"
     assert CaseResult.objects.get(run=run, case__eval_id="order_cancel").status == "failed"
+
+
+@pytest.mark.django_db
+def test_a_scenario_case_is_not_runnable_without_a_simulator_and_driven_by_one_when_configured(
+        acme: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaluations.formats import SourceFile
+    from evaluations.services import evalset_import
+    from tests.conftest import REALWORLD
+    from tests.llm_server import FakeLLM, reply
+
+    path = REALWORLD / "google-adk" / "live_non_blocking_tool_agent" / "live_non_blocking_tool_agent.evalset.json"
+    [outcome] = evalset_import(project=acme, files=[SourceFile(path.name, path.read_bytes())])
+    target = {"callable": "evaluations.demo.agent:respond"}
+    config = EvalConfig(criteria={"latency_seconds": CriterionConfig(threshold=30.0)})
+    plain = runs.run_create(project=acme, version=outcome.version, target_kind="python", target=target,
+                            config=config, enqueue=False)
+    assert plain.cases_not_runnable == 1
+    plain = runs.run_execute_here(plain.pk)
+    scenario = CaseResult.objects.get(run=plain, case__eval_id="background_task_scenario")
+    assert (scenario.status, scenario.error) == ("not_runnable", "not runnable: needs a user simulator")
+
+    with FakeLLM() as llm:
+        llm.script(reply("And what is two plus two?"), reply("</finished>"))
+        monkeypatch.setenv("EVALSITE_LLM_BASE_URL", llm.url)
+        simulated = EvalConfig(criteria=config.criteria, user_simulator_config={"max_turns": 5})
+        run = runs.run_create(project=acme, version=outcome.version, target_kind="python", target=target,
+                              config=simulated, enqueue=False)
+        assert run.cases_not_runnable == 0
+        run = runs.run_execute_here(run.pk)
+    driven = CaseResult.objects.get(run=run, case__eval_id="background_task_scenario")
+    assert driven.status == "passed", driven.error
+    turns = driven.output["turns"]
+    assert len(turns) == 2  # the starting prompt, then one simulated message, then the stop signal
+    assert len(llm.requests) == 2
