@@ -439,3 +439,23 @@ class Span(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Comparison(models.Model):
+    """A baseline-vs-candidate comparison, computed once and kept (see evaluations.comparison).
+
+    Valid while both runs' `finished_at` are the ones stored here: a run that is retried
+    finishes again at a new time, and its comparisons are recomputed on their next view."""
+
+    baseline = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    candidate = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    baseline_finished_at = models.DateTimeField(null=True, blank=True)
+    candidate_finished_at = models.DateTimeField(null=True, blank=True)
+    computed_at = models.DateTimeField(default=timezone.now)
+    summary = models.JSONField(default=dict)  # counts, per-case statuses, per-criterion statistics
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["baseline", "candidate"], name="comparison_unique_pair")]
+
+    def __str__(self) -> str:
+        return f"run {self.baseline_id} vs run {self.candidate_id}"

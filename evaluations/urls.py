@@ -1,15 +1,26 @@
 from django.urls import path
 
-from evaluations.views import demo, evalsets
+from evaluations.views import compare, demo, drilldown, evalsets, trend
+from evaluations.views import runs as run_views
 
 urlpatterns = [
-    path("", evalsets.evalset_list, name="home"),
+    path("", run_views.home, name="home"),
     path("evalsets/", evalsets.evalset_list, name="evalset_list"),
     path("evalsets/upload/", evalsets.evalset_upload, name="evalset_upload"),
     path("evalsets/<int:pk>/", evalsets.evalset_detail, name="evalset_detail"),
+    path("evalsets/<int:pk>/trend/", trend.evalset_trend, name="evalset_trend"),
     path("evalsets/versions/<int:pk>/original", evalsets.version_original, name="version_original"),
     path("evalsets/versions/<int:pk>/native.json", evalsets.version_native, name="version_native"),
     path("cases/<int:pk>/", evalsets.case_detail, name="case_detail"),
     path("projects/switch/", evalsets.project_switch, name="project_switch"),
     path("demo/agent/", demo.demo_agent, name="demo_agent"),
+    path("compare/", compare.compare, name="compare"),
+    path("runs/<int:run_pk>/cases/<int:result_pk>/", drilldown.run_case, name="run_case"),
+    path("runs/", run_views.run_list, name="run_list"),
+    path("runs/new/", run_views.run_new, name="run_new"),
+    path("runs/compare/", run_views.run_compare_pick, name="run_compare_pick"),
+    path("runs/<int:pk>/", run_views.run_detail, name="run_detail"),
+    path("runs/<int:pk>/progress/", run_views.run_progress, name="run_progress"),
+    path("runs/<int:pk>/cancel/", run_views.run_cancel, name="run_cancel"),
+    path("runs/<int:pk>/retry/", run_views.run_retry, name="run_retry"),
 ]

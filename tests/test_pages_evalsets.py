@@ -156,7 +156,7 @@ def test_list_shows_only_the_current_projects_evalsets(
 
 def test_list_shows_latest_version_case_count_and_format(weather: ImportOutcome, alice_client: Client) -> None:
     import_generated(weather.evalset.project, 7, eval_set_id="weather_agent_v1")  # becomes v2 of the same set
-    page = html(alice_client.get(reverse("home")))
+    page = html(alice_client.get(reverse("evalset_list")))
     row = page.split("weather_agent_v1", 1)[1].split("</tr>", 1)[0]
     assert ">v2<" in row
     assert ">7<" in row

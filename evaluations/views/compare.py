@@ -1,0 +1,331 @@
+"""The compare page: a baseline run against a candidate, answer first.
+
+`/compare/?candidate=<id>[&baseline=<id>][&status=regressed|...|all][&q=][&criterion=][&page=]`.
+Everything the page shows comes from the stored comparison (`comparison.comparison_get`),
+so a view costs the same few queries for 5 cases or 10,000; the filters live in the URL and
+travel on to the drill-down, whose previous / next links walk the same filtered list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET
+
+from evaluations import comparison
+from evaluations.charts import fmt_seconds, to_html
+from evaluations.charts.compare import (
+    DeltaBar,
+    ScatterPoint,
+    TagPair,
+    delta_bars,
+    latency_ecdf,
+    paired_scatter,
+    tag_pass_rates,
+)
+from evaluations.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
+from evaluations.models import Project, Run
+from evaluations.views.common import enter_project
+
+CASES_PER_PAGE = 50
+BASELINE_CHOICES = 50
+FILTERS = ("all", *STATUSES)
+
+
+def runs_visible_to(user: Any) -> QuerySet[Run]:
+    return Run.objects.filter(project__in=Project.objects.visible_to(user))
+
+
+def parse_id(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+def run_label(run: Run) -> str:
+    """`#12 nightly · gpt-x · main@abc1234`: the run and the labels that tell runs apart."""
+    parts = [f"#{run.pk}" + (f" {run.name}" if run.name else "")]
+    if run.model:
+        parts.append(run.model)
+    if run.branch or run.git_commit:
+        parts.append(f"{run.branch}@{run.git_commit[:7]}" if run.branch and run.git_commit
+                     else run.branch or run.git_commit[:7])
+    return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The comparison a drill-down belongs to, as URL parameters that travel with it."""
+
+    baseline: int
+    candidate: int
+    status: str
+    q: str
+
+    def query(self) -> str:
+        params: dict[str, Any] = {"baseline": self.baseline, "status": self.status}
+        if self.q:
+            params["q"] = self.q
+        return "?" + urlencode(params)
+
+    def compare_url(self, page: int = 1) -> str:
+        params: dict[str, Any] = {"baseline": self.baseline, "candidate": self.candidate, "status": self.status}
+        if self.q:
+            params["q"] = self.q
+        if page > 1:
+            params["page"] = page
+        return reverse("compare") + "?" + urlencode(params)
+
+
+def case_link(row: CaseRow, baseline: Run, candidate: Run, walk: Walk) -> str | None:
+    """A case's drill-down: the candidate's result with the comparison along; a case only
+    the baseline has opens the baseline's result on its own."""
+    if row.candidate_result is not None:
+        return reverse("run_case", args=[candidate.pk, row.candidate_result]) + walk.query()
+    if row.baseline_result is not None:
+        return reverse("run_case", args=[baseline.pk, row.baseline_result])
+    return None
+
+
+@dataclass(frozen=True)
+class LinkedCase:
+    row: CaseRow
+    url: str | None
+
+
+@dataclass(frozen=True)
+class CriterionRow:
+    name: str
+    n: int
+    baseline_mean: float | None
+    candidate_mean: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+    judged: int
+    pass_to_fail: int
+    fail_to_pass: int
+    p_value: float
+    flips_verdict: str
+
+    @property
+    def direction(self) -> str:
+        """worse / better / same, for the arrow and its colour."""
+        if self.delta is None or self.verdict in ("no change", "not enough data") or round(self.delta, 4) == 0:
+            return "same"
+        return "worse" if self.delta < 0 else "better"
+
+    @property
+    def delta_text(self) -> str:
+        return signed(self.delta, 3)
+
+    @property
+    def ci_text(self) -> str:
+        if self.ci_low is None or self.ci_high is None:
+            return ""
+        return f"[{signed(self.ci_low, 3, sign=False)}, {signed(self.ci_high, 3, sign=False)}]"
+
+    @property
+    def p_text(self) -> str:
+        return "< 0.001" if self.p_value < 0.001 else f"{self.p_value:.3f}"
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    label: str
+    baseline: str
+    candidate: str
+    delta: str
+    direction: str  # worse (slower) / better / same
+
+
+def latency_rows(latency: dict[str, Any]) -> list[LatencyRow]:
+    before, after = latency["baseline"], latency["candidate"]
+    rows = []
+    for key, label in (("p50", "p50"), ("p95", "p95"), ("mean", "mean")):
+        x, y = before.get(key), after.get(key)
+        delta = None if x is None or y is None else y - x
+        direction = "same" if delta is None or abs(delta) < 0.005 else ("worse" if delta > 0 else "better")
+        rows.append(LatencyRow(label, _seconds(x), _seconds(y), signed_seconds(delta), direction))
+    rows.append(LatencyRow("results timed", f"{before['count']:,}", f"{after['count']:,}", "", "same"))
+    return rows
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{fmt_seconds(value)} s"
+
+
+@dataclass(frozen=True)
+class FilterChip:
+    key: str
+    style: StatusStyle | None  # None for "all"
+    count: int
+    url: str
+    selected: bool
+
+
+@dataclass(frozen=True)
+class ComparePage:
+    baseline: Run
+    candidate: Run
+    baseline_label: str
+    candidate_label: str
+    live: bool  # a run is still going: computed afresh, not stored
+    headline: str
+    counts: list[tuple[StatusStyle, int]]
+    total_cases: int
+    criteria: list[CriterionRow]
+    latency: list[LatencyRow]
+    status: str
+    q: str
+    filters: list[FilterChip]
+    cases: Page  # of LinkedCase
+    criterion: str
+    walk: Walk
+    scatter_html: str
+    latency_html: str
+    deltas_html: str
+    tags_html: str
+    resamples: int
+
+
+def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], status: str, q: str, criterion: str,
+                 page: Any) -> ComparePage:
+    criteria = [CriterionRow(**c) for c in summary["criteria"]]
+    names = [c.name for c in criteria]
+    if criterion not in names:
+        lead = comparison.lead_criteria(summary)
+        criterion = lead[0]["name"] if lead else (names[0] if names else "")
+    walk = Walk(baseline.pk, candidate.pk, status, q)
+    scores = comparison.scores_by_case(summary, criterion)
+    indices = {id(case): i for i, case in enumerate(summary["cases"])}
+    matching = comparison.filter_cases(summary, status, q)
+    paginated = Paginator(matching, CASES_PER_PAGE).get_page(page)
+    rows = []
+    for raw in paginated.object_list:
+        row = comparison.case_row(raw, scores.get(indices[id(raw)]))
+        rows.append(LinkedCase(row, case_link(row, baseline, candidate, walk)))
+    paginated.object_list = rows  # type: ignore[assignment]
+
+    base_url = reverse("compare")
+    filters = []
+    for key in FILTERS:
+        count = len(summary["cases"]) if key == "all" else summary["counts"].get(key, 0)
+        if key != "all" and not count and key != status:
+            continue
+        params: dict[str, Any] = {"baseline": baseline.pk, "candidate": candidate.pk, "status": key}
+        if q:
+            params["q"] = q
+        if criterion:
+            params["criterion"] = criterion
+        filters.append(FilterChip(key, STATUSES.get(key), count, base_url + "?" + urlencode(params), key == status))
+
+    latency = summary["latency"]
+    return ComparePage(
+        baseline=baseline, candidate=candidate, baseline_label=run_label(baseline),
+        candidate_label=run_label(candidate), live=not (baseline.is_finished and candidate.is_finished),
+        headline=comparison.headline(summary), counts=list(comparison.statuses_in(summary)),
+        total_cases=len(summary["cases"]), criteria=criteria, latency=latency_rows(latency), status=status, q=q,
+        filters=filters, cases=paginated, criterion=criterion, walk=walk,
+        scatter_html=_scatter(summary, criterion, scores, baseline, candidate, walk) if criterion else "",
+        latency_html=to_html(latency_ecdf(latency["baseline"]["quantiles"], latency["candidate"]["quantiles"]))
+        if latency["baseline"]["quantiles"] or latency["candidate"]["quantiles"] else "",
+        deltas_html=to_html(delta_bars([DeltaBar(c.name, c.delta, c.ci_low, c.ci_high, c.n, c.verdict)
+                                        for c in criteria if c.delta is not None and c.ci_low is not None
+                                        and c.ci_high is not None])) if any(c.delta is not None for c in criteria)
+        else "",
+        tags_html=to_html(tag_pass_rates([TagPair(**t) for t in summary["tags"]])) if summary["tags"] else "",
+        resamples=summary["resamples"],
+    )
+
+
+def _scatter(summary: dict[str, Any], criterion: str, scores: dict[int, tuple[float, float]], baseline: Run,
+             candidate: Run, walk: Walk) -> str:
+    """The paired scatter of one criterion. Cases with the same scores and status are one
+    point (an unchanged 10,000-case run is mostly one dot at 1, 1): the hover says how many
+    it stands for. Past `SCATTER_MAX_POINTS` points every moved case is kept and the
+    unchanged ones are sampled in order, and the chart says so."""
+    cases = summary["cases"]
+    # One reverse() for all points: a URL per point would cost more than the chart.
+    marker = 987654321
+    pattern = reverse("run_case", args=[candidate.pk, marker])
+    query = walk.query()
+    groups: dict[tuple[float, float, str], list[int]] = {}
+    for i in sorted(scores):
+        if cases[i]["cr"] is not None:
+            x, y = scores[i]
+            groups.setdefault((x, y, cases[i]["s"]), []).append(i)
+    keys = list(groups)
+    note = ""
+    if len(keys) > comparison.SCATTER_MAX_POINTS:
+        moved = [k for k in keys if k[0] != k[1] or k[2] != comparison.UNCHANGED_PASS]
+        still = [k for k in keys if k[0] == k[1] and k[2] == comparison.UNCHANGED_PASS]
+        keys = moved + still[:max(0, comparison.SCATTER_MAX_POINTS - len(moved))]
+        shown = sum(len(groups[k]) for k in keys)
+        note = f"showing {shown:,} of {len(scores):,} cases: every changed one"
+    points = []
+    for key in keys:
+        first = cases[groups[key][0]]
+        points.append(ScatterPoint(first["id"], key[0], key[1], key[2],
+                                   pattern.replace(str(marker), str(first["cr"])) + query, len(groups[key])))
+    return to_html(paired_scatter(points, criterion, note=note)) if points else ""
+
+
+@login_required
+@require_GET
+def compare(request: HttpRequest) -> HttpResponse:
+    candidate_id = parse_id(request.GET.get("candidate"))
+    if candidate_id is None:
+        return render(request, "evaluations/compare/missing.html",
+                      {"message": "Choose a candidate run to compare: /compare/?candidate=<run id>."}, status=400)
+    visible = runs_visible_to(request.user).select_related("project", "evalset_version__evalset__baseline_run")
+    candidate = get_object_or_404(visible, pk=candidate_id)
+    enter_project(request, candidate.project)
+    baseline_id = parse_id(request.GET.get("baseline"))
+    if request.GET.get("baseline") and baseline_id is None:
+        raise Http404("no such run")
+    baseline: Run | None
+    if baseline_id is not None:
+        baseline = get_object_or_404(visible, pk=baseline_id, project=candidate.project)
+    else:
+        baseline = comparison.default_baseline(candidate)
+    choices = list(
+        Run.objects.filter(evalset_version__evalset_id=candidate.evalset_version.evalset_id)
+        .exclude(pk=candidate.pk).exclude(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+        .order_by("-created_at", "-pk")[:BASELINE_CHOICES]
+    )
+    context: dict[str, Any] = {"candidate": candidate, "candidate_label": run_label(candidate),
+                               "choices": [(run.pk, run_label(run)) for run in choices],
+                               "evalset": candidate.evalset_version.evalset}
+    if baseline is None or baseline.pk == candidate.pk:
+        context["baseline_id"] = baseline.pk if baseline else None
+        return render(request, "evaluations/compare/missing.html", context,
+                      status=400 if baseline is not None else 200)
+
+    if all(run.pk != baseline.pk for run in choices):  # e.g. a pinned baseline older than the 50 shown
+        context["choices"] = [(baseline.pk, run_label(baseline)), *context["choices"]]
+    summary = comparison.comparison_get(baseline=baseline, candidate=candidate)
+    status = request.GET.get("status") or comparison.default_filter(summary)
+    if status not in FILTERS:
+        status = "all"
+    page = compare_page(baseline=baseline, candidate=candidate, summary=summary, status=status,
+                        q=request.GET.get("q", "").strip(), criterion=request.GET.get("criterion", ""),
+                        page=request.GET.get("page", 1))
+    context.update(page=page, baseline_id=baseline.pk)
+    if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
+        response = render(request, "evaluations/compare/_cases.html", context)
+    else:
+        response = render(request, "evaluations/compare/compare.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response

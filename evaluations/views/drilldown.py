@@ -1,0 +1,546 @@
+"""The case drill-down: one result of a run, turn by turn, diffed against what was expected
+(and, with `?baseline=<run id>`, against what the baseline run did).
+
+`/runs/<run_pk>/cases/<result_pk>/[?baseline=<id>&status=<filter>&q=<search>]`
+
+- Responses: expected and actual final response with a word-level diff (`word_diff`).
+- Tool calls: `evaluations.diffing.align` under the run's own trajectory settings, drawn
+  like a side-by-side code review (`diff_rows`): a missing call leaves a gap on the right,
+  an unexpected one a gap on the left, and arguments that differ are expanded path by path
+  (`arg_lines`), nested JSON only where it differs.
+- Scores with their thresholds and justifications, the trajectory steps, and the span
+  waterfall of an ingested trace.
+- With a baseline: the case's comparison status, the baseline's calls aligned with the
+  candidate's, and previous / next links (keys k / j) through the comparison's filtered
+  list of cases, so a reviewer walks the regressions without losing the filters.
+
+Everything shown is untrusted text: templates escape it, diffs are segments of plain text
+that the template wraps in <ins>/<del>.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+from pydantic import ValidationError
+
+from evaluations import comparison
+from evaluations.charts import to_html
+from evaluations.charts.trace import WaterfallSpan, waterfall
+from evaluations.diffing import ARGS_DIFFER, MATCHED, MISSING, UNEXPECTED, AlignmentRow, ArgRules, align, child_path
+from evaluations.evaluators.base import aligned_turns, text_of
+from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOptions
+from evaluations.models import CaseResult, Run, Score, Span, Trace
+from evaluations.runs import native_case
+from evaluations.schemas.evalset import EvalCase as NativeCase
+from evaluations.schemas.evalset import EvalConfig, Invocation, MatchType, ToolCall
+from evaluations.schemas.outputs import AgentOutput, TurnOutput
+from evaluations.selectors import pretty_json
+from evaluations.views.common import enter_project
+from evaluations.views.compare import CASES_PER_PAGE, FILTERS, Walk, parse_id, run_label, runs_visible_to
+
+# Beyond these sizes a diff would cost more than it shows: both texts are shown whole instead.
+MAX_DIFF_TOKENS = 4000
+MAX_CHAR_DIFF = 400
+SIMILAR = 0.7  # below this similarity a changed value is marked whole, not letter by letter
+LONG_ARG_CHARS = 240  # an argument value longer than this is collapsed behind "show all"
+MAX_SPANS = 400
+
+
+# --- Text diffs ---------------------------------------------------------------------------
+
+_WORDS = re.compile(r"\s+|\w+|[^\w\s]")
+
+
+@dataclass(frozen=True)
+class Segment:
+    kind: str  # equal / del / ins
+    text: str
+
+
+def _segments(before: list[str], after: list[str]) -> list[Segment]:
+    out: list[Segment] = []
+
+    def add(kind: str, text: str) -> None:
+        if not text:
+            return
+        if out and out[-1].kind == kind:
+            out[-1] = Segment(kind, out[-1].text + text)
+        else:
+            out.append(Segment(kind, text))
+
+    matcher = SequenceMatcher(None, before, after, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            add("equal", "".join(before[i1:i2]))
+        else:
+            add("del", "".join(before[i1:i2]))
+            add("ins", "".join(after[j1:j2]))
+    return out
+
+
+def word_diff(before: str, after: str) -> list[Segment] | None:
+    """The edit from `before` to `after` word by word (whitespace and punctuation are tokens
+    of their own); None when the texts are too long to diff."""
+    a, b = _WORDS.findall(before), _WORDS.findall(after)
+    if len(a) > MAX_DIFF_TOKENS or len(b) > MAX_DIFF_TOKENS:
+        return None
+    return _segments(a, b)
+
+
+def char_diff(before: str, after: str) -> tuple[list[Segment], list[Segment]]:
+    """Two sides of a short value's character diff: what was removed on the left, what was
+    added on the right ("2026-12-05" -> "2026-12-06" marks just the last digit). Values that
+    share little ("Tokyo" -> "Kyoto") are marked whole: a few common letters mean nothing."""
+    whole = [Segment("del", before)], [Segment("ins", after)]
+    if len(before) > MAX_CHAR_DIFF or len(after) > MAX_CHAR_DIFF:
+        return whole
+    matcher = SequenceMatcher(None, before, after, autojunk=False)
+    if matcher.ratio() < SIMILAR:
+        return whole
+    segments = _segments(list(before), list(after))
+    return ([s for s in segments if s.kind != "ins"], [s for s in segments if s.kind != "del"])
+
+
+# --- Tool-call diffs ----------------------------------------------------------------------
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class ArgLine:
+    """One argument (or one level of a nested one) of a pair of calls, side by side."""
+
+    depth: int
+    key: str
+    left: str | None  # JSON text; None when that side lacks the argument
+    right: str | None
+    kind: str  # same / changed / added / removed / nested
+    left_segments: list[Segment] = field(default_factory=list)
+    right_segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def long(self) -> bool:
+        return len(self.left or "") > LONG_ARG_CHARS or len(self.right or "") > LONG_ARG_CHARS
+
+    @property
+    def indent(self) -> str:
+        return f"{self.depth * 1.2:.1f}rem"
+
+
+def _has(container: Any, key: Any) -> bool:
+    if isinstance(container, dict):
+        return key in container
+    return isinstance(container, list) and isinstance(key, int) and key < len(container)
+
+
+def arg_lines(expected: Any, actual: Any, diffs: list[dict[str, Any]] | None = None, *, path: str = "",
+              depth: int = 0) -> list[ArgLine]:
+    """The arguments of two calls as aligned lines. Where `diffs` (ArgDiff dicts) mark a path
+    as changed, added or removed, that line says so and the changed part is marked; a nested
+    object is opened only when something inside it differs, else shown on one line."""
+    by_path = {d["path"]: d for d in diffs or []}
+    left: Any
+    right: Any
+    if isinstance(expected, dict) or isinstance(actual, dict):
+        left = expected if isinstance(expected, dict) else {}
+        right = actual if isinstance(actual, dict) else {}
+        keys: list[Any] = list(left) + [k for k in right if k not in left]
+    else:
+        left = expected if isinstance(expected, list) else []
+        right = actual if isinstance(actual, list) else []
+        keys = list(range(max(len(left), len(right))))
+    lines: list[ArgLine] = []
+    for key in keys:
+        sub = child_path(path, key)
+        label = f"[{key}]" if isinstance(key, int) else str(key)
+        in_left, in_right = _has(left, key), _has(right, key)
+        e = left[key] if in_left else None
+        a = right[key] if in_right else None
+        diff = by_path.get(sub)
+        if diff is not None:
+            kind = diff["kind"]
+            line = ArgLine(depth, label, compact(e) if in_left else None, compact(a) if in_right else None, kind)
+            if kind == "changed" and line.left is not None and line.right is not None:
+                line_left, line_right = char_diff(line.left, line.right)
+                line = ArgLine(depth, label, line.left, line.right, kind, line_left, line_right)
+            lines.append(line)
+        elif (in_left and in_right and type(e) is type(a) and isinstance(e, (dict, list))
+              and any(p.startswith(sub + ".") or p.startswith(sub + "[") for p in by_path)):
+            opener = "{…}" if isinstance(e, dict) else "[…]"
+            lines.append(ArgLine(depth, label, opener, opener, "nested"))
+            lines.extend(arg_lines(e, a, diffs, path=sub, depth=depth + 1))
+        else:
+            lines.append(ArgLine(depth, label, compact(e) if in_left else None, compact(a) if in_right else None,
+                                 "same"))
+    return lines
+
+
+@dataclass(frozen=True)
+class CallSide:
+    name: str
+    result_json: str | None
+    error: str | None
+    latency: float | None
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    kind: str  # matched / args_differ / missing / unexpected
+    left: CallSide | None
+    right: CallSide | None
+    args: list[ArgLine]
+
+    @property
+    def label(self) -> str:
+        return {MATCHED: "matched", ARGS_DIFFER: "arguments differ", MISSING: "missing",
+                UNEXPECTED: "unexpected"}[self.kind]
+
+    @property
+    def icon(self) -> str:
+        return {MATCHED: "=", ARGS_DIFFER: "≠", MISSING: comparison.MINUS, UNEXPECTED: "+"}[self.kind]
+
+
+def _side(call: ToolCall | None) -> CallSide | None:
+    if call is None:
+        return None
+    fields = call.__dict__
+    return CallSide(call.name, None if call.result is None else pretty_json(call.result), fields.get("error"),
+                    fields.get("latency_seconds"))
+
+
+def diff_rows(rows: list[AlignmentRow]) -> list[DiffRow]:
+    out = []
+    for row in rows:
+        e, a = row.expected, row.actual
+        diffs = [d.as_dict() for d in row.arg_diffs]
+        args = arg_lines(e.args if e else {}, a.args if a else {}, diffs)
+        out.append(DiffRow(row.kind, _side(e), _side(a), args))
+    return out
+
+
+def trajectory_settings(config: dict[str, Any]) -> tuple[MatchType, ArgRules]:
+    """The match type and argument rules the run scored trajectories with, so the diff shows
+    what the score saw: `trajectory_match`'s, else ADK's `tool_trajectory_avg_score`'s, else
+    IN_ORDER with exact arguments."""
+    try:
+        parsed = EvalConfig.model_validate(config)
+    except ValidationError:
+        return MatchType.IN_ORDER, ArgRules()
+    for name, criterion in parsed.criteria.items():
+        if (criterion.evaluator or name) == "trajectory_match":
+            try:
+                options = TrajectoryOptions.model_validate(criterion.options)
+            except ValidationError:
+                continue
+            return options.match_type or criterion.match_type, options.rules()
+    for name, criterion in parsed.criteria.items():
+        if (criterion.evaluator or name) == "tool_trajectory_avg_score":
+            try:
+                adk = AdkTrajectoryOptions.model_validate(criterion.options)
+            except ValidationError:
+                continue
+            return adk.match_type or criterion.match_type, ArgRules(mode="ignore" if adk.ignore_args else "exact")
+    return MatchType.IN_ORDER, ArgRules()
+
+
+# --- The page -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnScore:
+    criterion: str
+    score: float | None
+    passed: bool | None
+
+
+@dataclass
+class TurnView:
+    number: int
+    invocation_id: str
+    user_text: str | None
+    expected_response: str | None
+    actual_response: str | None
+    response_diff: list[Segment] | None
+    diff_too_long: bool
+    tool_rows: list[DiffRow]
+    counts: dict[str, int]
+    turn_missing: bool
+    error: str | None
+    latency: float | None
+    baseline_rows: list[DiffRow] | None = None
+    baseline_response: str | None = None
+    scores: list[TurnScore] = field(default_factory=list)
+
+    @property
+    def response_changed(self) -> bool:
+        return any(s.kind != "equal" for s in self.response_diff or [])
+
+    @property
+    def diff_long(self) -> bool:
+        return len(self.expected_response or "") + len(self.actual_response or "") > 1600
+
+
+@dataclass(frozen=True)
+class ScoreView:
+    criterion: str
+    level: str
+    score: float | None
+    raw_value: float | None
+    passed: bool | None
+    threshold: str
+    error: str
+    justification_json: str | None
+
+
+@dataclass(frozen=True)
+class StepView:
+    number: int
+    step_type: str
+    name: str
+    args_json: str | None
+    offset: float | None  # seconds since the first timed step
+
+
+@dataclass(frozen=True)
+class TraceView:
+    trace_id: str
+    thread_id: str
+    name: str
+    span_count: int
+    chart_html: str
+    shown: int
+
+
+@dataclass(frozen=True)
+class Stepper:
+    position: int  # 1-based within the filtered list, 0 when the case is not in it
+    total: int
+    status_label: str
+    previous_url: str | None
+    next_url: str | None
+    back_url: str
+
+
+@dataclass
+class DrillPage:
+    run: Run
+    run_label: str
+    result: CaseResult
+    case: NativeCase
+    output_error: str | None
+    turns: list[TurnView]
+    scores: list[ScoreView]
+    steps: list[StepView]
+    traces: list[TraceView]
+    match_type: str
+    args_mode: str
+    baseline: Run | None = None
+    baseline_label: str = ""
+    baseline_result: CaseResult | None = None
+    baseline_url: str | None = None
+    status: comparison.StatusStyle | None = None
+    stepper: Stepper | None = None
+    case_url: str = ""
+
+
+def _output(result: CaseResult) -> tuple[AgentOutput | None, str | None]:
+    """The result's output as the evaluators saw it (a trace fills in what the agent did
+    not report), or why there is none."""
+    if result.output is None:
+        return None, result.error or "no output was recorded for this case"
+    try:
+        output = AgentOutput.model_validate(result.output)
+    except ValidationError as exc:
+        return None, f"the stored output cannot be read: {exc}"
+    if output.trace:
+        from evaluations.traces import apply_trace
+
+        with contextlib.suppress(Exception):  # a broken trace was reported when the run scored it
+            output = apply_trace(output)
+    return output, output.error
+
+
+def _message_text(message: Any) -> str | None:
+    return None if message is None else message.get_text()
+
+
+def _turns(case: NativeCase, output: AgentOutput | None) -> list[tuple[Invocation | None, TurnOutput | None]]:
+    """Each expected turn with the actual turn that answers it, then actual turns nothing
+    expected (a simulated conversation has only those)."""
+    if output is None:
+        return [(inv, None) for inv in case.conversation]
+    pairs: list[tuple[Invocation | None, TurnOutput | None]] = list(aligned_turns(case, output))
+    used = {id(turn) for _, turn in pairs if turn is not None}
+    pairs += [(None, turn) for turn in output.turns if id(turn) not in used]
+    return pairs
+
+
+def _baseline_turns(case: NativeCase, output: AgentOutput | None) -> dict[str, TurnOutput | None]:
+    if output is None:
+        return {}
+    return {inv.invocation_id: turn for inv, turn in aligned_turns(case, output)}
+
+
+def _threshold_text(threshold: Any) -> str:
+    if not isinstance(threshold, dict):
+        return ""
+    parts = []
+    if threshold.get("lower_limit") is not None:
+        parts.append(f"≥ {threshold['lower_limit']:g}")
+    if threshold.get("upper_limit") is not None:
+        parts.append(f"≤ {threshold['upper_limit']:g}")
+    return " and ".join(parts)
+
+
+def _level(score: Score) -> str:
+    if score.applies_to == Score.Level.INTERACTION:
+        return f"turn {score.turn_index + 1}"
+    if score.applies_to == Score.Level.NODE:
+        return f"node {score.node_name}"
+    return "conversation"
+
+
+def _traces(result: CaseResult) -> list[TraceView]:
+    traces = list(Trace.objects.filter(result=result).order_by("start_ns", "pk"))
+    if not traces:
+        return []
+    spans: dict[int, list[WaterfallSpan]] = {t.pk: [] for t in traces}
+    for trace_id, span_id, parent, name, kind, start, end, status in (
+        Span.objects.filter(trace__in=traces).order_by("start_ns", "pk")
+        .values_list("trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "status")
+    ):
+        spans[trace_id].append(WaterfallSpan(span_id, parent, name, kind, start, end, status))
+    views = []
+    for trace in traces:
+        shown = spans[trace.pk][:MAX_SPANS]
+        views.append(TraceView(trace.trace_id, trace.thread_id, trace.name, len(spans[trace.pk]),
+                               to_html(waterfall(shown)) if shown else "", len(shown)))
+    return views
+
+
+def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_result: CaseResult | None) -> DrillPage:
+    case = native_case(result.case)
+    output, output_error = _output(result)
+    match_type, rules = trajectory_settings(run.config)
+    base_case = native_case(baseline_result.case) if baseline_result is not None else None
+    base_output = _output(baseline_result)[0] if baseline_result is not None else None
+    base_turns = _baseline_turns(base_case, base_output) if base_case is not None else {}
+    base_by_position = list(base_turns.values())
+
+    scores = list(Score.objects.filter(result=result).order_by("turn_index", "criterion", "node_name"))
+    turn_scores: dict[int, list[TurnScore]] = {}
+    for s in scores:
+        if s.applies_to == Score.Level.INTERACTION:
+            turn_scores.setdefault(s.turn_index, []).append(TurnScore(s.criterion, s.score, s.passed))
+
+    turns = []
+    for index, (invocation, turn) in enumerate(_turns(case, output)):
+        expected_calls = invocation.expected_tool_trajectory if invocation else []
+        actual_calls = turn.tool_calls if turn else []
+        alignment = align(expected_calls, actual_calls, match_type, rules)
+        expected_text = (_message_text(invocation.expected_final_response) if invocation else None)
+        actual_text = text_of(turn.final_response) if turn is not None and turn.final_response is not None else None
+        diff = word_diff(expected_text, actual_text) if expected_text is not None and actual_text is not None else None
+        view = TurnView(
+            number=index + 1,
+            invocation_id=invocation.invocation_id if invocation else (turn.invocation_id or "" if turn else ""),
+            user_text=invocation.user_content.get_text() if invocation else None,
+            expected_response=expected_text,
+            actual_response=actual_text,
+            response_diff=diff,
+            diff_too_long=diff is None and expected_text is not None and actual_text is not None,
+            tool_rows=diff_rows(alignment.rows),
+            counts={kind: alignment.count(kind) for kind in (MATCHED, ARGS_DIFFER, MISSING, UNEXPECTED)},
+            turn_missing=invocation is not None and turn is None,
+            error=turn.error if turn else None,
+            latency=turn.latency_seconds if turn else None,
+            scores=turn_scores.get(index, []),
+        )
+        if baseline_result is not None:
+            base_turn = (base_turns.get(invocation.invocation_id) if invocation else None)
+            if base_turn is None and invocation is None and index < len(base_by_position):
+                base_turn = base_by_position[index]
+            base_calls = base_turn.tool_calls if base_turn else []
+            view.baseline_rows = diff_rows(align(base_calls, actual_calls, match_type, rules).rows)
+            if base_turn is not None and base_turn.final_response is not None:
+                view.baseline_response = text_of(base_turn.final_response)
+        turns.append(view)
+
+    trajectory = output.trajectory if output else []
+    first = next((step.timestamp for step in trajectory if step.timestamp is not None), None)
+    steps = [StepView(i, step.step_type.value, step.name, compact(step.args) if step.args else None,
+                      None if step.timestamp is None or first is None else step.timestamp - first)
+             for i, step in enumerate(trajectory, start=1)]
+    return DrillPage(
+        run=run, run_label=run_label(run), result=result, case=case, output_error=output_error, turns=turns,
+        scores=[ScoreView(s.criterion, _level(s), s.score, s.raw_value, s.passed, _threshold_text(s.threshold),
+                          s.error, pretty_json(s.justification) if s.justification else None)
+                for s in sorted(scores, key=lambda s: (s.applies_to != Score.Level.CONVERSATION, s.turn_index,
+                                                       s.criterion, s.node_name))],
+        steps=steps, traces=_traces(result), match_type=match_type.value, args_mode=rules.mode,
+        baseline=baseline, baseline_label=run_label(baseline) if baseline else "", baseline_result=baseline_result,
+        baseline_url=reverse("run_case", args=[baseline.pk, baseline_result.pk])
+        if baseline is not None and baseline_result is not None else None,
+        case_url=reverse("case_detail", args=[result.case_id]),
+    )
+
+
+def stepper(summary: dict[str, Any], walk: Walk, eval_id: str, run: Run) -> tuple[comparison.StatusStyle | None,
+                                                                                     Stepper]:
+    """Where the case sits in the comparison's filtered list, and its neighbours that the
+    candidate has (a removed case has no candidate result to open)."""
+    status = next((comparison.STATUSES[c["s"]] for c in summary["cases"] if c["id"] == eval_id), None)
+    rows = comparison.filter_cases(summary, walk.status, walk.q)
+    index = next((i for i, c in enumerate(rows) if c["id"] == eval_id), None)
+    query = walk.query()
+
+    def url(row: dict[str, Any]) -> str:
+        return reverse("run_case", args=[run.pk, row["cr"]]) + query
+
+    previous_url = next_url = None
+    if index is not None:
+        previous_url = next((url(r) for r in reversed(rows[:index]) if r["cr"] is not None), None)
+        next_url = next((url(r) for r in rows[index + 1:] if r["cr"] is not None), None)
+    page = (index // CASES_PER_PAGE + 1) if index is not None else 1
+    label = "case" if walk.status == "all" else comparison.STATUSES[walk.status].label
+    return status, Stepper(index + 1 if index is not None else 0, len(rows), label, previous_url, next_url,
+                           walk.compare_url(page))
+
+
+@login_required
+@require_GET
+def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
+    run = get_object_or_404(runs_visible_to(request.user).select_related("project", "evalset_version__evalset"),
+                            pk=run_pk)
+    result = get_object_or_404(CaseResult.objects.select_related("case"), pk=result_pk, run=run)
+    enter_project(request, run.project)
+    baseline = baseline_result = None
+    baseline_id = parse_id(request.GET.get("baseline"))
+    if request.GET.get("baseline") and baseline_id is None:
+        raise Http404("no such run")
+    if baseline_id is not None and baseline_id != run.pk:
+        baseline = get_object_or_404(runs_visible_to(request.user), pk=baseline_id, project=run.project)
+        candidates = list(CaseResult.objects.filter(run=baseline, case__eval_id=result.case.eval_id)
+                          .select_related("case").order_by("iteration"))
+        baseline_result = next((r for r in candidates if r.iteration == result.iteration),
+                               candidates[0] if candidates else None)
+    page = drill_page(run=run, result=result, baseline=baseline, baseline_result=baseline_result)
+    if baseline is not None:
+        summary = comparison.comparison_get(baseline=baseline, candidate=run)
+        status = request.GET.get("status") or comparison.default_filter(summary)
+        walk = Walk(baseline.pk, run.pk, status if status in FILTERS else "all", request.GET.get("q", "").strip())
+        page.status, page.stepper = stepper(summary, walk, result.case.eval_id, run)
+    return render(request, "evaluations/compare/drilldown.html", {"page": page})

@@ -1,0 +1,255 @@
+"""Run pages: home, runs list, new run, run detail (with its htmx cases table and live
+progress), cancel and retry."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from evaluations import runs
+from evaluations import selectors_runs as selectors
+from evaluations.charts import to_html
+from evaluations.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
+from evaluations.forms_runs import NewRunForm, config_text
+from evaluations.models import Run
+from evaluations.views.common import current_project, enter_project
+from evaluations.views.evalsets import IMPORT_ERROR_TITLES
+
+# The comparison page belongs to another module; linked by path until its route exists.
+COMPARE_PATH = "/compare/"
+
+
+def _htmx_fragment(request: HttpRequest) -> bool:
+    # A history restore wants the whole page, not the fragment.
+    return bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
+
+
+def _visible_run(request: HttpRequest, pk: int) -> Run:
+    run = selectors.run_for_page(request.user, pk)
+    if run is None:
+        raise Http404("no such run")
+    return run
+
+
+# --- Home -------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    project = current_project(request)
+    if _htmx_fragment(request):  # the polled "in progress" block
+        active = selectors.active_runs(project=project) if project else []
+        response = render(request, "evaluations/runs/_active_runs.html", {"active": active})
+    else:
+        page = selectors.home_page(project=project) if project else None
+        can_write = bool(project and project.can_write(request.user))
+        response = render(request, "evaluations/runs/home.html",
+                          {"project": project, "page": page, "can_write": can_write})
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+# --- Runs list --------------------------------------------------------------------------------
+
+
+def _date(value: str | None) -> date | None:
+    try:
+        return date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+def _run_filters(query: Any) -> selectors.RunFilters:
+    evalset = query.get("evalset", "")
+    status = query.get("status", "")
+    return selectors.RunFilters(
+        evalset=int(evalset) if evalset.isdigit() else None,
+        status=status if status in Run.Status.values else "",
+        model=query.get("model", "").strip(),
+        branch=query.get("branch", "").strip(),
+        commit=query.get("commit", "").strip(),
+        tag=query.get("tag", "").strip(),
+        date_from=_date(query.get("from")),
+        date_to=_date(query.get("to")),
+        page=query.get("page", 1),
+    )
+
+
+@login_required
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    project = current_project(request)
+    page = selectors.run_list_page(project=project, filters=_run_filters(request.GET)) if project else None
+    context = {"project": project, "page": page, "compare_path": COMPARE_PATH}
+    template = "evaluations/runs/_runs_table.html" if _htmx_fragment(request) else "evaluations/runs/list.html"
+    response = render(request, template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@login_required
+@require_GET
+def run_compare_pick(request: HttpRequest) -> HttpResponse:
+    """The runs list's checkboxes send `run=a&run=b`: the older run is the baseline."""
+    pks = sorted({int(v) for v in request.GET.getlist("run") if v.isdigit()})
+    picked = selectors.runs_for_compare(request.user, pks) if len(pks) == 2 else []
+    if len(picked) != 2:
+        messages.error(request, "Pick exactly two runs to compare.")
+        return HttpResponseRedirect(reverse("run_list"))
+    baseline, candidate = picked
+    return HttpResponseRedirect(f"{COMPARE_PATH}?{urlencode({'baseline': baseline.pk, 'candidate': candidate.pk})}")
+
+
+# --- New run ----------------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    project = current_project(request)
+    if project is None or not project.can_write(request.user):
+        raise PermissionDenied("only members and admins of the project may start runs")
+    choices = selectors.new_run_choices(project=project)
+
+    if request.method == "GET":
+        version = _initial_version(request, choices)
+        initial: dict[str, Any] = {}
+        if version is not None:
+            initial["version"] = version.pk
+            initial["config_json"] = config_text(runs.config_for(version)) if _valid_default(version) else ""
+        form = NewRunForm(initial=initial, versions=choices.versions, presets=choices.presets)
+        return _render_new(request, form, choices)
+
+    form = NewRunForm(request.POST, request.FILES, versions=choices.versions, presets=choices.presets)
+    if not form.is_valid():
+        return _render_new(request, form, choices, status=400)
+    try:
+        run = runs.run_create(project=project, user=request.user, **form.cleaned_data["run"])
+    except runs.RunError as exc:  # run_create is atomic: nothing was written
+        form.add_error(None, str(exc))
+        return _render_new(request, form, choices, status=400)
+    return HttpResponseRedirect(reverse("run_detail", args=[run.pk]))
+
+
+def _initial_version(request: HttpRequest, choices: selectors.NewRunChoices) -> Any:
+    wanted = request.GET.get("version", "")
+    if wanted.isdigit() and int(wanted) in choices.versions:
+        return choices.versions[int(wanted)]
+    evalset = request.GET.get("evalset", "")
+    for version in choices.versions.values():  # latest first within each eval set
+        if not evalset or str(version.evalset_id) == evalset:
+            return version
+    return None
+
+
+def _valid_default(version: Any) -> bool:
+    try:
+        runs.config_for(version)
+    except ValueError:
+        return False
+    return True
+
+
+def _render_new(request: HttpRequest, form: NewRunForm, choices: selectors.NewRunChoices,
+                status: int = 200) -> HttpResponse:
+    error = form.outputs_error
+    selected = form["version"].value()
+    context = {
+        "form": form,
+        "groups": choices.groups,
+        "selected_version": str(selected) if selected is not None else "",
+        "has_presets": bool(choices.presets),
+        "error": error,
+        "error_title": IMPORT_ERROR_TITLES.get(error.code, error.code.replace("_", " ").capitalize()) if error else "",
+        "more_problems": error.total - len(error.problems) if error else 0,
+    }
+    return render(request, "evaluations/runs/new.html", context, status=status)
+
+
+# --- One run ----------------------------------------------------------------------------------
+
+
+def _charts(page: selectors.RunPage) -> dict[str, str]:
+    data = page.charts
+    if data is None:
+        return {}
+    charts = {}
+    if data.scores:
+        charts["scores"] = to_html(score_distribution(data.scores))
+    if data.latency_width and any(data.latency_counts):
+        charts["latency"] = to_html(latency_histogram(data.latency_width, data.latency_counts,
+                                                      p50=data.latency_p50, p95=data.latency_p95))
+    if any(r.judged for r in data.tag_rates):
+        charts["tags"] = to_html(pass_rate_by_tag(data.tag_rates))
+    return charts
+
+
+@login_required
+@require_GET
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _visible_run(request, pk)
+    criteria = selectors.run_criteria(run)
+    filters = selectors.ResultFilters.from_query(request.GET, criteria)
+    if _htmx_fragment(request):  # the cases table, filtered, sorted or paged
+        table = selectors.results_table(run, criteria, filters)
+        response = render(request, "evaluations/runs/_results_table.html", {"table": table})
+    else:
+        enter_project(request, run.project)
+        page = selectors.run_page(run, filters, can_write=run.project.can_write(request.user))
+        response = render(request, "evaluations/runs/detail.html",
+                          {"page": page, "run": page.run, "table": page.table, "charts": _charts(page)})
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@login_required
+@require_GET
+def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
+    """The live progress block, polled every 2 s while the run is queued or running. When
+    the run has finished, htmx reloads the whole page so the summary and charts appear."""
+    run = _visible_run(request, pk)
+    view = selectors.run_view(run)
+    response = render(request, "evaluations/runs/_progress.html",
+                      {"run": view, "can_write": run.project.can_write(request.user)})
+    if request.htmx and not view.is_active:  # type: ignore[attr-defined]
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _visible_run(request, pk)
+    if not run.project.can_write(request.user):
+        raise PermissionDenied("viewers cannot cancel runs")
+    if runs.run_cancel(run=run, user=request.user):
+        messages.success(request, "Run cancelled. Results already written are kept.")
+    else:
+        messages.info(request, "The run had already finished.")
+    return HttpResponseRedirect(reverse("run_detail", args=[run.pk]))
+
+
+@login_required
+@require_POST
+def run_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _visible_run(request, pk)
+    if not run.project.can_write(request.user):
+        raise PermissionDenied("viewers cannot retry runs")
+    try:
+        reset = runs.run_retry_failed(run=run, user=request.user)
+    except runs.RunError as exc:
+        messages.error(request, str(exc).capitalize() + ".")
+    else:
+        messages.success(request, f"Retrying {reset} failed or errored result{'s' if reset != 1 else ''}.")
+    return HttpResponseRedirect(reverse("run_detail", args=[run.pk]))

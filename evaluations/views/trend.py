@@ -1,0 +1,142 @@
+"""An eval set over time: pass rate and p95 latency across its completed runs, and a case x
+run heatmap that shows where each case started failing.
+
+`/evalsets/<pk>/trend/[?page=<n>][&failing=1]`. The last `TREND_RUNS` completed runs (of any
+version of the eval set), oldest first; cases are paginated, so a page costs the same few
+queries for 10 cases or 10,000: the lines come from each run's stored summary, the heatmap
+from one query over one page of cases.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Page, Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from evaluations import comparison
+from evaluations.charts import to_html
+from evaluations.charts.compare import HeatmapRow, TrendPoint, case_heatmap, latency_trend, pass_rate_trend
+from evaluations.models import CaseResult, EvalSet, Run
+from evaluations.views.common import enter_project
+from evaluations.views.compare import run_label
+
+TREND_RUNS = 30
+CASES_PER_PAGE = 50
+FAILING = (comparison.FAIL, comparison.ERROR)
+
+
+def first_failing(cells: list[str]) -> int | None:
+    """The run (index, oldest first) where the case's current failing streak began, or None
+    when it passes in its latest run. Runs without the case neither break nor start a streak;
+    mixed repeats (flaky) break it: they are not a clean failure."""
+    start: int | None = None
+    for index, cell in enumerate(cells):
+        if cell in FAILING:
+            if start is None:
+                start = index
+        elif cell != "none":
+            start = None
+    return start
+
+
+@dataclass(frozen=True)
+class FailingCase:
+    eval_id: str
+    since_label: str
+    since_url: str | None  # the first failing result, compared with the run before it
+    runs_failing: int
+
+
+@dataclass(frozen=True)
+class TrendPage:
+    evalset: EvalSet
+    runs: list[Run]
+    run_labels: list[str]
+    points: list[TrendPoint]
+    pass_rate_html: str
+    latency_html: str
+    heatmap_html: str
+    cases: Page | None  # of eval ids
+    failing: list[FailingCase]
+    failing_only: bool
+    more_runs: bool
+
+
+def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool) -> TrendPage:
+    latest = list(Run.objects.filter(evalset_version__evalset=evalset, status=Run.Status.COMPLETED)
+                  .only("pk", "name", "model", "branch", "git_commit", "created_at", "summary")
+                  .order_by("-created_at", "-pk")[:TREND_RUNS + 1])
+    more_runs = len(latest) > TREND_RUNS
+    runs = latest[:TREND_RUNS][::-1]
+    labels = [f"#{run.pk}" for run in runs]
+    points = []
+    for run, label in zip(runs, labels, strict=True):
+        summary = run.summary or {}
+        points.append(TrendPoint(label, f"{run_label(run)} · {run.created_at:%Y-%m-%d %H:%M}",
+                                 summary.get("pass_rate"), (summary.get("latency") or {}).get("p95"),
+                                 reverse("run_detail", args=[run.pk])))
+    if not runs:
+        return TrendPage(evalset, [], [], [], "", "", "", None, [], failing_only, False)
+
+    run_ids = [run.pk for run in runs]
+    eval_ids = CaseResult.objects.filter(run_id__in=run_ids)
+    if failing_only:
+        eval_ids = eval_ids.filter(case__eval_id__in=CaseResult.objects.filter(
+            run_id=run_ids[-1], status__in=[CaseResult.Status.FAILED, CaseResult.Status.ERROR]
+        ).values("case__eval_id"))
+    paginated = Paginator(eval_ids.values_list("case__eval_id", flat=True).distinct().order_by("case__eval_id"),
+                          CASES_PER_PAGE).get_page(page)
+    shown = list(paginated.object_list)
+
+    outcomes: dict[tuple[str, int], list[str]] = defaultdict(list)
+    first_pk: dict[tuple[str, int], int] = {}
+    for pk, run_id, eval_id, status in (
+        CaseResult.objects.filter(run_id__in=run_ids, case__eval_id__in=shown)
+        .values_list("pk", "run_id", "case__eval_id", "status").order_by("iteration", "pk")
+    ):
+        outcome = comparison.result_outcome(status)
+        if outcome is not None:
+            outcomes[(eval_id, run_id)].append(outcome)
+            first_pk.setdefault((eval_id, run_id), pk)
+
+    rows, failing = [], []
+    position = {run_id: i for i, run_id in enumerate(run_ids)}
+    for eval_id in shown:
+        cells = [comparison.case_outcome(outcomes.get((eval_id, run_id), [])) or "none" for run_id in run_ids]
+        since = first_failing(cells)
+        rows.append(HeatmapRow(eval_id, cells, since))
+        if since is not None:
+            run = runs[since]
+            result_pk = first_pk.get((eval_id, run.pk))
+            before = next((runs[i] for i in range(since - 1, -1, -1)
+                           if cells[i] != "none"), None)
+            url: str | None = None
+            if result_pk is not None:
+                url = reverse("run_case", args=[run.pk, result_pk])
+                if before is not None:
+                    url += f"?baseline={before.pk}&status=all"
+            failing.append(FailingCase(eval_id, labels[position[run.pk]], url,
+                                       sum(1 for c in cells[since:] if c in FAILING)))
+    paginated.object_list = shown
+    return TrendPage(
+        evalset=evalset, runs=runs, run_labels=labels, points=points,
+        pass_rate_html=to_html(pass_rate_trend(points)), latency_html=to_html(latency_trend(points)),
+        heatmap_html=to_html(case_heatmap(rows, labels)) if rows else "", cases=paginated, failing=failing,
+        failing_only=failing_only, more_runs=more_runs,
+    )
+
+
+@login_required
+@require_GET
+def evalset_trend(request: HttpRequest, pk: int) -> HttpResponse:
+    evalset = get_object_or_404(EvalSet.objects.visible_to(request.user).select_related("project"), pk=pk)
+    enter_project(request, evalset.project)
+    page = trend_page(evalset=evalset, page=request.GET.get("page", 1), failing_only=request.GET.get("failing") == "1")
+    return render(request, "evaluations/compare/trend.html", {"page": page, "evalset": evalset})

@@ -1,0 +1,63 @@
+// Run pages: the compare picker of the runs list and the New run form. Each behaviour only
+// enhances a plain form, so both still work with JavaScript off.
+(function () {
+  "use strict";
+
+  // Runs list: "Compare" is enabled once exactly two runs are ticked.
+  function updateCompare(form) {
+    var ticked = form.querySelectorAll('input[name="run"]:checked').length;
+    var button = form.querySelector("[data-compare-button]");
+    var hint = form.querySelector("[data-compare-hint]");
+    if (!button) return;
+    button.disabled = ticked !== 2;
+    if (hint) {
+      hint.textContent = ticked === 2 ? "Ready: the older run is the baseline."
+        : ticked > 2 ? "Tick only two runs." : "Tick two runs to compare them (the older is the baseline).";
+    }
+  }
+  function initCompare(root) {
+    root.querySelectorAll("[data-compare-form]").forEach(updateCompare);
+  }
+  document.addEventListener("change", function (event) {
+    var form = event.target.closest && event.target.closest("[data-compare-form]");
+    if (form) updateCompare(form);
+  });
+
+  // New run: show the settings of the chosen config source and target only.
+  function showChosen(form) {
+    form.querySelectorAll("[data-show-when]").forEach(function (block) {
+      var parts = block.getAttribute("data-show-when").split("=");
+      var chosen = form.querySelector('input[name="' + parts[0] + '"]:checked');
+      block.hidden = !chosen || chosen.value !== parts[1];
+    });
+  }
+  function initRunForm(form) {
+    var select = form.querySelector("[data-version-select]");
+    var editor = form.querySelector("[data-config-editor]");
+    // The editor follows the chosen version's default config until someone edits it.
+    var pristine = editor ? editor.value : "";
+    if (select && editor) {
+      select.addEventListener("change", function () {
+        var option = select.options[select.selectedIndex];
+        if (editor.value === pristine && option) {
+          editor.value = option.getAttribute("data-default-config") || "";
+          pristine = editor.value;
+        }
+      });
+    }
+    form.addEventListener("change", function () { showChosen(form); });
+    showChosen(form);
+  }
+
+  function init() {
+    initCompare(document);
+    document.querySelectorAll("[data-run-form]").forEach(initRunForm);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", init);
+  } else {
+    init();
+  }
+  // The runs table is swapped by htmx when filters change.
+  document.addEventListener("htmx:afterSwap", function (event) { initCompare(event.target.parentNode || document); });
+})();

@@ -1,0 +1,143 @@
+"""The comparison, trend and trace charts: plain data in, plotly figures out; no database."""
+
+from __future__ import annotations
+
+from evaluations.charts import to_html
+from evaluations.charts.compare import (
+    DeltaBar,
+    HeatmapRow,
+    ScatterPoint,
+    TagPair,
+    TrendPoint,
+    case_heatmap,
+    delta_bars,
+    latency_ecdf,
+    paired_scatter,
+    pass_rate_trend,
+    tag_pass_rates,
+)
+from evaluations.charts.trace import WaterfallSpan, tree_order, waterfall
+from evaluations.comparison import STATUSES
+from evaluations.views.trend import first_failing
+
+EVIL = '<img src=x onerror="alert(1)">'
+
+
+def points() -> list[ScatterPoint]:
+    return [
+        ScatterPoint("steady", 1.0, 1.0, "unchanged-pass", "/runs/2/cases/10/?baseline=1"),
+        ScatterPoint(EVIL, 1.0, 0.0, "regressed", "/runs/2/cases/11/?baseline=1"),
+        ScatterPoint("better", 0.5, 1.0, "improved", "/runs/2/cases/12/?baseline=1"),
+    ]
+
+
+def test_the_scatter_has_a_trace_per_status_with_regressions_on_top() -> None:
+    fig = paired_scatter(points(), "trajectory_match")
+    names = [t.name for t in fig.data]
+    assert names[-1].startswith("\u25bc regressed")
+    assert [t.marker.color for t in fig.data] == [STATUSES[s].colour for s in ("improved", "unchanged-pass",
+                                                                               "regressed")]
+    regressed = fig.data[-1]
+    assert regressed.marker.size > fig.data[0].marker.size  # highlighted
+    assert list(regressed.x) == [1.0] and list(regressed.y) == [0.0]
+
+
+def test_the_scatter_draws_the_diagonal_and_carries_each_case_url() -> None:
+    fig = paired_scatter(points(), "trajectory_match")
+    [diagonal] = fig.layout.shapes
+    assert (diagonal.x0, diagonal.y0, diagonal.x1, diagonal.y1) == (0.0, 0.0, 1.0, 1.0)
+    urls = [c[0] for t in fig.data for c in t.customdata]
+    assert sorted(urls) == sorted(p.url for p in points())
+
+
+def test_hover_text_from_users_is_escaped() -> None:
+    fig = paired_scatter(points(), "<b>crit</b>")
+    hover = [c[1] for t in fig.data for c in t.customdata]
+    assert EVIL not in hover and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in hover
+    assert "&lt;b&gt;crit&lt;/b&gt;" in fig.layout.xaxis.title.text
+    bars = tag_pass_rates([TagPair(EVIL, 1, 2, 2, 2)])
+    assert all(EVIL not in str(y) for y in bars.data[0].y)
+    html = to_html(waterfall([WaterfallSpan("a", "", "<script>x</script>", "TOOL", 0, 10)]))
+    assert "<script>x</script>" not in html
+
+
+def test_a_point_standing_for_several_cases_says_so() -> None:
+    fig = paired_scatter([ScatterPoint("first", 1.0, 1.0, "unchanged-pass", "/runs/2/cases/3/", count=3)], "t")
+    assert fig.data[0].name.endswith("(3)")
+    assert fig.data[0].customdata[0][1] == "first and 2 more here"
+
+
+def test_latency_ecdf_draws_both_runs_from_their_quantiles() -> None:
+    fig = latency_ecdf([0.1, 0.2, 0.4], [0.2, 0.5, 1.5])
+    assert [t.name for t in fig.data] == ["baseline", "candidate"]
+    assert list(fig.data[1].x) == [0.2, 0.5, 1.5] and list(fig.data[1].y) == [0.0, 0.5, 1.0]
+    assert len(latency_ecdf([], [0.3]).data) == 1  # a run without timings draws nothing
+
+
+def test_delta_bars_have_interval_whiskers_and_honest_colours() -> None:
+    fig = delta_bars([DeltaBar("trajectory_match", -0.08, -0.11, -0.05, 400, "likely real"),
+                      DeltaBar("response_match", 0.01, -0.02, 0.04, 400, "could be noise")])
+    bar = fig.data[0]
+    assert list(bar.error_x.array) == [-0.05 - -0.08, 0.04 - 0.01]
+    assert list(bar.error_x.arrayminus) == [-0.08 - -0.11, 0.01 - -0.02]
+    assert bar.marker.color[0] == STATUSES["regressed"].colour
+    assert bar.marker.color[1] == "#999999"  # could be noise: grey
+
+
+def test_tag_pass_rates_put_both_runs_side_by_side() -> None:
+    fig = tag_pass_rates([TagPair("weather", 3, 4, 1, 4), TagPair("empty", 0, 0, 1, 2)])
+    assert [t.name for t in fig.data] == ["baseline", "candidate"]
+    assert list(fig.data[0].x) == [0.75, None] and list(fig.data[1].x) == [0.25, 0.5]
+
+
+def test_trend_lines_and_heatmap() -> None:
+    trend = [TrendPoint("#1", "run 1", 1.0, 1.2, "/runs/1/"), TrendPoint("#2", "run 2", 0.5, None, "/runs/2/")]
+    assert list(pass_rate_trend(trend).data[0].y) == [1.0, 0.5]
+    fig = case_heatmap([HeatmapRow("a", ["pass", "fail", "fail"], 1), HeatmapRow("b", ["none", "pass", "mixed"],
+                                                                                   None)], ["#1", "#2", "#3"])
+    heat = fig.data[0]
+    assert [list(row) for row in heat.z] == [[1, 2, 2], [0, 1, 4]]
+    assert [list(row) for row in heat.text] == [["\u2713", "\u2717", "\u2717"], ["", "\u2713", "\u2248"]]
+    [outline] = fig.layout.shapes  # only the case that still fails
+    assert (outline.x0, outline.x1, outline.y0, outline.y1) == (0.5, 1.5, -0.5, 0.5)
+
+
+def test_the_first_failing_run_is_where_the_current_streak_began() -> None:
+    assert first_failing(["pass", "fail", "fail"]) == 1
+    assert first_failing(["fail", "pass", "error", "none", "fail"]) == 2
+    assert first_failing(["fail", "fail", "pass"]) is None
+    assert first_failing(["fail", "mixed", "fail"]) == 2  # flaky repeats break the streak
+    assert first_failing([]) is None
+
+
+def spans() -> list[WaterfallSpan]:
+    s = 1_000_000_000
+    return [
+        WaterfallSpan("tool2", "root", "cancel_order", "TOOL", 2 * s, 3 * s, "ERROR"),
+        WaterfallSpan("root", "", "invoke_agent", "AGENT", 0, 4 * s),
+        WaterfallSpan("llm", "root", "chat", "LLM", s // 2, s),
+        WaterfallSpan("tool1", "llm", "get_order", "TOOL", s // 2 + 1, s),
+    ]
+
+
+def test_spans_are_placed_in_tree_order() -> None:
+    placed = tree_order(spans())
+    assert [(p.span.span_id, p.depth) for p in placed] == [("root", 0), ("llm", 1), ("tool1", 2), ("tool2", 1)]
+
+
+def test_the_waterfall_puts_spans_on_a_time_axis_coloured_by_kind() -> None:
+    fig = waterfall(spans())
+    by_name = {t.name: t for t in fig.data}
+    assert set(by_name) == {"agent node", "LLM call", "tool call"}
+    tools = by_name["tool call"]
+    assert list(tools.base) == [0.5 + 1e-9, 2.0] and list(tools.x) == [0.5 - 1e-9, 1.0]
+    assert list(tools.y) == [2, 3]  # rows in tree order
+    assert tools.marker.line.width[1] > 0  # the failed span is outlined
+    assert "failed" in tools.customdata[1][4]
+    labels = list(fig.layout.yaxis.ticktext)
+    assert labels[:3] == ["invoke_agent", "\u2514 chat", "\u00b7 \u2514 get_order"]
+
+
+def test_a_span_cycle_does_not_loop_forever() -> None:
+    cyclic = [WaterfallSpan("a", "b", "a", "", 0, 1), WaterfallSpan("b", "a", "b", "", 0, 1)]
+    assert [(p.span.span_id, p.depth) for p in tree_order(cyclic)] == [("a", 0), ("b", 1)]

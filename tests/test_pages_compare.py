@@ -1,0 +1,261 @@
+"""The compare page: a baseline against a candidate, through the test client as a user sees it.
+
+The runs are real (demo eval set, uploaded outputs, executed in process): the baseline does
+everything right; the candidate has two regressions (weather_tokyo asks for Kyoto,
+order_status never calls get_order).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from evaluations import runs
+from evaluations.models import Comparison, Project, Run
+from tests.compare_helpers import (
+    baseline_and_candidate,
+    generated_outputs,
+    generated_version,
+    import_demo,
+    make_run,
+    perfect_outputs,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def html(response: Any) -> str:
+    return response.content.decode()
+
+
+def compare_url(candidate: Run, baseline: Run | None = None, **params: Any) -> str:
+    query = {"candidate": candidate.pk, **params}
+    if baseline is not None:
+        query["baseline"] = baseline.pk
+    return reverse("compare") + "?" + "&".join(f"{k}={v}" for k, v in query.items())
+
+
+def table_ids(page: str) -> list[str]:
+    """The eval ids in the cases table, in order."""
+    table = page.split('data-testid="cases-table"', 1)[1].split("</table>", 1)[0]
+    return re.findall(r'<td class="mono"><a href="[^"]*">([^<]+)</a>', table)
+
+
+@pytest.fixture
+def pair(acme: Project) -> tuple[Run, Run]:
+    return baseline_and_candidate(acme)
+
+
+# --- Access -------------------------------------------------------------------------------
+
+
+def test_anonymous_visitors_are_sent_to_log_in(pair: tuple[Run, Run]) -> None:
+    baseline, candidate = pair
+    response = Client().get(compare_url(candidate, baseline))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login") + "?next=")
+
+
+def test_another_projects_runs_are_not_found(pair: tuple[Run, Run], bob_client: Client) -> None:
+    baseline, candidate = pair
+    response = bob_client.get(compare_url(candidate, baseline))
+    assert response.status_code == 404
+    assert "weather_tokyo" not in html(response)
+
+
+def test_a_baseline_from_another_project_is_not_found(pair: tuple[Run, Run], globex: Project, alice: Any,
+                                                      alice_client: Client) -> None:
+    from evaluations.models import Membership
+
+    Membership.objects.create(project=globex, user=alice)  # alice sees both projects
+    other = make_run(globex, import_demo(globex), perfect_outputs())
+    _, candidate = pair
+    assert alice_client.get(compare_url(candidate, other)).status_code == 404
+
+
+def test_a_candidate_is_required(alice_client: Client) -> None:
+    response = alice_client.get(reverse("compare"))
+    assert response.status_code == 400
+    assert "Choose a candidate run" in html(response)
+
+
+# --- The answer ---------------------------------------------------------------------------
+
+
+def test_the_page_answers_first_with_regressions_and_the_score_change(pair: tuple[Run, Run],
+                                                                      alice_client: Client) -> None:
+    baseline, candidate = pair
+    page = html(alice_client.get(compare_url(candidate, baseline)))
+    headline = page.split('data-testid="headline">', 1)[1].split("</p>", 1)[0]
+    assert headline.startswith("2 regressions, 0 improvements")
+    # Two of eight cases lost their whole trajectory score (EXACT matching): -2/8, a real minus sign.
+    assert "trajectory_match \u22120.25 [" in headline
+    assert "p95 latency" in headline
+    assert "regressed" in page and "unchanged pass" in page
+    assert "McNemar" in page
+
+
+def test_the_criterion_table_shows_means_deltas_flips_and_their_wording(pair: tuple[Run, Run],
+                                                                         alice_client: Client) -> None:
+    baseline, candidate = pair
+    page = html(alice_client.get(compare_url(candidate, baseline)))
+    table = page.split('class="table cmp-criteria"', 1)[1].split("</table>", 1)[0]
+    trajectory = table.split("trajectory_match</a>", 1)[1].split("</tr>", 1)[0]
+    assert '<td class="num">1.000</td>' in trajectory  # baseline mean
+    assert '<td class="num">0.750</td>' in trajectory  # candidate mean
+    assert "\u22120.250" in trajectory
+    assert "2 / 0" in trajectory  # two cases went pass -> fail, none the other way
+    assert "0.500" in trajectory  # McNemar p for b=2, c=0
+    assert "could be noise" in trajectory
+
+
+def test_the_cases_table_shows_regressions_only_by_default(pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    page = html(alice_client.get(compare_url(candidate, baseline)))
+    assert sorted(table_ids(page)) == ["order_status", "weather_tokyo"]
+    assert "<strong>regressed</strong> cases only" in page
+    everything = html(alice_client.get(compare_url(candidate, baseline, status="all")))
+    assert len(table_ids(everything)) == 8
+    assert "smalltalk_no_tools" in table_ids(everything)
+
+
+def test_each_row_links_to_the_drill_down_with_the_filters(pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    page = html(alice_client.get(compare_url(candidate, baseline, q="tokyo")))
+    links = re.findall(r'<td class="mono"><a href="([^"]+)">weather_tokyo</a>', page)
+    assert len(links) == 1
+    assert links[0].startswith(f"/runs/{candidate.pk}/cases/")
+    assert f"baseline={baseline.pk}" in links[0] and "status=regressed" in links[0] and "q=tokyo" in links[0]
+    assert table_ids(page) == ["weather_tokyo"]
+
+
+def test_an_htmx_request_gets_only_the_cases_table(pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    response = alice_client.get(compare_url(candidate, baseline, status="all"), HTTP_HX_REQUEST="true")
+    page = html(response)
+    assert page.startswith('<div id="compare-cases">')
+    assert "<html" not in page and len(table_ids(page)) == 8
+
+
+def test_the_charts_are_drawn_with_local_plotly(pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    page = html(alice_client.get(compare_url(candidate, baseline)))
+    assert "/static/vendor/plotly.min.js" in page and "cdn.plot.ly" not in page
+    for testid in ("scatter", "latency-chart", "deltas", "tags"):
+        assert f'data-testid="{testid}"' in page, testid
+    assert page.count("Plotly.newPlot") == 4
+    # The scatter's points carry their drill-down URLs for the click handler (plotly writes
+    # "/" as \u002f inside its script).
+    script = page.split('data-testid="scatter"', 1)[1].split("</script>", 1)[0]
+    assert f"\\u002fruns\\u002f{candidate.pk}\\u002fcases\\u002f" in script
+    # The six unchanged cases all sit at (1, 1): one point that says so.
+    assert "and 5 more here" in script and "unchanged pass (6)" in script
+
+
+# --- Default baseline ---------------------------------------------------------------------
+
+
+def test_the_default_baseline_is_the_latest_completed_run_before_the_candidate(pair: tuple[Run, Run],
+                                                                               alice_client: Client) -> None:
+    baseline, candidate = pair
+    page = html(alice_client.get(compare_url(candidate)))
+    assert f"#{baseline.pk} baseline" in page.split('class="cmp-runs"', 1)[1].split("</p>", 1)[0]
+    assert "2 regressions" in page
+
+
+def test_the_pinned_baseline_wins_unless_it_is_the_candidate(pair: tuple[Run, Run], acme: Project,
+                                                             alice_client: Client) -> None:
+    baseline, candidate = pair
+    later = make_run(acme, candidate.evalset_version, perfect_outputs(), name="later")
+    evalset = candidate.evalset_version.evalset
+    evalset.baseline_run = candidate
+    evalset.save()
+    # Pinned: the candidate, compared with the later run.
+    page = html(alice_client.get(compare_url(later)))
+    assert f"#{candidate.pk} candidate" in page.split('class="cmp-runs"', 1)[1].split("</p>", 1)[0]
+    assert "0 regressions, 2 improvements" in page
+    # The pinned run itself as the candidate: the run before it.
+    page = html(alice_client.get(compare_url(candidate)))
+    assert f"#{baseline.pk} baseline" in page.split('class="cmp-runs"', 1)[1].split("</p>", 1)[0]
+
+
+def test_without_any_earlier_run_the_page_asks_for_a_baseline(acme: Project, alice_client: Client) -> None:
+    only = make_run(acme, import_demo(acme), perfect_outputs())
+    response = alice_client.get(compare_url(only))
+    assert response.status_code == 200
+    assert "There is no other finished run" in html(response)
+
+
+def test_comparing_a_run_with_itself_is_refused(pair: tuple[Run, Run], alice_client: Client) -> None:
+    _, candidate = pair
+    response = alice_client.get(compare_url(candidate, candidate))
+    assert response.status_code == 400
+    assert "The baseline is the candidate itself" in html(response)
+
+
+# --- Cache --------------------------------------------------------------------------------
+
+
+def test_the_comparison_is_stored_and_reused(pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    alice_client.get(compare_url(candidate, baseline))
+    stored = Comparison.objects.get(baseline=baseline, candidate=candidate)
+    assert stored.summary["counts"]["regressed"] == 2
+    # Make the stored numbers recognisably different: a reused comparison shows them.
+    stored.summary["counts"]["regressed"] = 99
+    stored.save()
+    page = html(alice_client.get(compare_url(candidate, baseline)))
+    assert "99 regressions" in page
+    assert Comparison.objects.count() == 1
+
+
+def test_a_run_that_finishes_again_invalidates_its_comparisons(pair: tuple[Run, Run],
+                                                               alice_client: Client) -> None:
+    baseline, candidate = pair
+    alice_client.get(compare_url(candidate, baseline))
+    stored = Comparison.objects.get()
+    stored.summary["counts"]["regressed"] = 99
+    stored.save()
+    first_computed = stored.computed_at
+    assert runs.run_retry_failed(run=candidate) == 2
+    runs.run_execute_here(candidate.pk)
+    candidate.refresh_from_db()
+    page = html(alice_client.get(compare_url(candidate, baseline)))
+    assert "2 regressions" in page and "99 regressions" not in page
+    stored.refresh_from_db()
+    assert stored.candidate_finished_at == candidate.finished_at
+    assert stored.computed_at > first_computed
+
+
+def test_a_running_candidate_is_compared_afresh_and_not_stored(pair: tuple[Run, Run],
+                                                               alice_client: Client) -> None:
+    baseline, candidate = pair
+    Run.objects.filter(pk=candidate.pk).update(status=Run.Status.RUNNING, finished_at=None)
+    page = html(alice_client.get(compare_url(candidate, baseline)))
+    assert "A run is still going" in page
+    assert "2 regressions" in page
+    assert not Comparison.objects.exists()
+
+
+# --- Size ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [5, 300])
+def test_the_query_count_does_not_grow_with_the_run(count: int, acme: Project, alice_client: Client,
+                                                   django_assert_num_queries: Any) -> None:
+    version = generated_version(acme, count)
+    baseline = make_run(acme, version, generated_outputs(count))
+    candidate = make_run(acme, version, generated_outputs(count, wrong={1, 3}, slow=0.2))
+    url = compare_url(candidate, baseline, status="all")
+    alice_client.get(url)  # computes and stores the comparison; the session learns the project
+    # session, user, projects, candidate, baseline, baseline choices, stored comparison
+    with django_assert_num_queries(7):
+        page = html(alice_client.get(url))
+    assert "2 regressions" in page
+    assert len(table_ids(page)) == min(count, 50)
+    if count > 50:
+        assert f"Page 1 of {-(-count // 50)}" in page

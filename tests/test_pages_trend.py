@@ -1,0 +1,106 @@
+"""An eval set's trend page: pass rate and p95 latency over its runs, and the case x run
+heatmap with where each failing case started failing."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from evaluations.models import CaseResult, EvalSetVersion, Project, Run
+from tests.compare_helpers import (
+    baseline_and_candidate,
+    generated_outputs,
+    generated_version,
+    make_run,
+    regressed_outputs,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def html(response: Any) -> str:
+    return response.content.decode()
+
+
+def trend_url(version: EvalSetVersion, **params: Any) -> str:
+    url = reverse("evalset_trend", args=[version.evalset_id])
+    return url + ("?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+
+@pytest.fixture
+def pair(acme: Project) -> tuple[Run, Run]:
+    return baseline_and_candidate(acme)
+
+
+def test_anonymous_visitors_are_sent_to_log_in(pair: tuple[Run, Run]) -> None:
+    response = Client().get(trend_url(pair[0].evalset_version))
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+
+
+def test_another_projects_eval_set_is_not_found(pair: tuple[Run, Run], bob_client: Client) -> None:
+    assert bob_client.get(trend_url(pair[0].evalset_version)).status_code == 404
+
+
+def test_the_eval_set_page_links_to_its_trend(pair: tuple[Run, Run], alice_client: Client) -> None:
+    version = pair[0].evalset_version
+    page = html(alice_client.get(reverse("evalset_detail", args=[version.evalset_id])))
+    assert f'href="{trend_url(version)}"' in page
+
+
+def test_the_trend_charts_every_completed_run_oldest_first(pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    Run.objects.create(project=candidate.project, evalset_version=candidate.evalset_version, target_kind="uploaded")
+    page = html(alice_client.get(trend_url(baseline.evalset_version)))
+    assert "The last 2 completed runs, oldest first" in page  # the queued run is left out
+    for testid in ("pass-rate-trend", "latency-trend", "heatmap"):
+        assert f'data-testid="{testid}"' in page
+    chart = page.split('data-testid="pass-rate-trend"', 1)[1].split("</script>", 1)[0]
+    assert f'"x":["#{baseline.pk}","#{candidate.pk}"]' in chart
+    assert '"y":[1.0,0.75]' in chart
+
+
+def test_the_heatmap_shows_where_each_failing_case_started_failing(pair: tuple[Run, Run], acme: Project,
+                                                                    alice_client: Client) -> None:
+    baseline, candidate = pair
+    still = make_run(acme, candidate.evalset_version, regressed_outputs(), name="still broken")
+    page = html(alice_client.get(trend_url(baseline.evalset_version)))
+    failing = page.split('class="table trend-failing"', 1)[1].split("</table>", 1)[0]
+    assert "weather_tokyo" in failing and "order_status" in failing
+    assert f"run #{candidate.pk}" in failing and f"run #{still.pk}" not in failing
+    tokyo = CaseResult.objects.get(run=candidate, case__eval_id="weather_tokyo")
+    link = reverse("run_case", args=[candidate.pk, tokyo.pk]) + f"?baseline={baseline.pk}&amp;status=all"
+    assert link in failing  # the first failing result, compared with the run before it
+    assert re.search(r"weather_tokyo</td>.*?<td class=\"num\">2</td>", failing, re.S)  # failing for two runs
+
+
+def test_failing_only_keeps_the_cases_that_fail_in_the_latest_run(pair: tuple[Run, Run],
+                                                                  alice_client: Client) -> None:
+    page = html(alice_client.get(trend_url(pair[0].evalset_version, failing=1)))
+    assert "Cases 1\u20132 of 2" in page
+
+
+@pytest.mark.parametrize("count", [5, 120])
+def test_cases_are_paginated_and_the_query_count_does_not_grow(count: int, acme: Project, alice_client: Client,
+                                                              django_assert_num_queries: Any) -> None:
+    version = generated_version(acme, count)
+    make_run(acme, version, generated_outputs(count))
+    make_run(acme, version, generated_outputs(count, wrong={2}))
+    url = trend_url(version)
+    alice_client.get(url)  # the session learns the project
+    # session, user, projects, eval set, runs, case count, one page of case ids, their results
+    with django_assert_num_queries(8):
+        page = html(alice_client.get(url))
+    assert f"Cases 1\u2013{min(count, 50)} of {count}" in page
+    if count > 50:
+        assert "Page 1 of 3" in page
+        assert "case_0049" in page and "case_0050" not in page.split('data-testid="heatmap"', 1)[1]
+
+
+def test_an_eval_set_without_runs_says_so(acme: Project, alice_client: Client) -> None:
+    version = generated_version(acme, 3)
+    page = html(alice_client.get(trend_url(version)))
+    assert "No completed runs yet." in page and "Plotly.newPlot" not in page
