@@ -549,8 +549,25 @@ def run_finish(run_id: int) -> bool:
     if run is None:
         return False
     summary = run_summary(run)
-    return bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+    done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
         status=Run.Status.COMPLETED, summary=summary, finished_at=timezone.now()))
+    if done:
+        _precompute_comparison(run_id)
+    return done
+
+
+def _precompute_comparison(run_id: int) -> None:
+    """Compare the finished run with its default baseline now, in the worker, so the first
+    view of the compare page does not wait for the statistics (1-2 s at 10,000 cases)."""
+    from evaluations.comparison import comparison_get, default_baseline
+
+    try:
+        run = Run.objects.select_related("evalset_version__evalset").get(pk=run_id)
+        baseline = default_baseline(run)
+        if baseline is not None:
+            comparison_get(baseline=baseline, candidate=run)
+    except Exception:  # a cache warm-up must never fail the run; the page computes it anyway
+        log.exception("run %s: could not precompute the comparison", run_id)
 
 
 def _percentile(qs: Any, field: str, fraction: float, count: int) -> float | None:

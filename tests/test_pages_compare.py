@@ -235,6 +235,7 @@ def test_a_running_candidate_is_compared_afresh_and_not_stored(pair: tuple[Run, 
                                                                alice_client: Client) -> None:
     baseline, candidate = pair
     Run.objects.filter(pk=candidate.pk).update(status=Run.Status.RUNNING, finished_at=None)
+    Comparison.objects.all().delete()  # the one stored when the candidate first finished
     page = html(alice_client.get(compare_url(candidate, baseline)))
     assert "A run is still going" in page
     assert "2 regressions" in page
@@ -259,3 +260,10 @@ def test_the_query_count_does_not_grow_with_the_run(count: int, acme: Project, a
     assert len(table_ids(page)) == min(count, 50)
     if count > 50:
         assert f"Page 1 of {-(-count // 50)}" in page
+
+
+def test_a_finished_run_is_compared_with_its_default_baseline_when_it_completes(pair: tuple[Run, Run]) -> None:
+    baseline, candidate = pair
+    stored = Comparison.objects.get(baseline=baseline, candidate=candidate)
+    assert stored.candidate_finished_at == candidate.finished_at
+    assert stored.summary["counts"]["regressed"] == 2

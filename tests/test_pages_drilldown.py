@@ -230,3 +230,23 @@ def test_the_walk_follows_the_filter_it_was_given(pair: tuple[Run, Run], alice_c
     assert "case 2 of 8" in page  # the regressions come first: order_status, then weather_tokyo
     prev_link = re.search(r'<a href="([^"]+)" rel="prev" data-walk="prev"', page)
     assert prev_link is not None and "status=all" in prev_link.group(1)
+
+
+# --- Size ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [5, 300])
+def test_the_drilldown_query_count_does_not_grow_with_the_run(count: int, acme: Project, alice_client: Client,
+                                                             django_assert_num_queries: Any) -> None:
+    from tests.compare_helpers import generated_outputs, generated_version
+
+    version = generated_version(acme, count)
+    baseline = make_run(acme, version, generated_outputs(count))
+    candidate = make_run(acme, version, generated_outputs(count, wrong={1, 3}))
+    result = CaseResult.objects.filter(run=candidate, status="failed").order_by("pk").first()
+    assert result is not None
+    url = reverse("run_case", args=[candidate.pk, result.pk]) + f"?baseline={baseline.pk}"
+    alice_client.get(url)  # warms the stored comparison and the session's project
+    with django_assert_num_queries(10):  # the same for 5 and 300 cases
+        page = html(alice_client.get(url))
+    assert "arguments differ" in page
