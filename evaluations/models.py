@@ -459,3 +459,112 @@ class Comparison(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.baseline_id} vs run {self.candidate_id}"
+
+
+# --- Team review ----------------------------------------------------------------------------
+
+
+class ApiToken(models.Model):
+    """A user's API token. Only its SHA-256 digest is stored; the token is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)  # the token's first characters, to tell tokens apart
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class AuditEvent(models.Model):
+    """Who did what when: the project's activity feed and each object's history."""
+
+    class Verb(models.TextChoices):
+        EVALSET_UPLOADED = "evalset.uploaded"
+        RUN_STARTED = "run.started"
+        RUN_CANCELLED = "run.cancelled"
+        RUN_RETRIED = "run.retried"
+        BASELINE_PINNED = "baseline.pinned"
+        TRIAGE_CHANGED = "triage.changed"
+        COMMENT_ADDED = "comment.added"
+        MEMBER_ADDED = "member.added"
+        MEMBER_CHANGED = "member.changed"
+        MEMBER_REMOVED = "member.removed"
+        TOKEN_CREATED = "token.created"
+        TOKEN_REVOKED = "token.revoked"
+
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    verb = models.CharField(max_length=32, choices=Verb.choices)
+    object_type = models.CharField(max_length=32, blank=True)  # "run", "evalset", "triage", ...
+    object_id = models.CharField(max_length=64, blank=True)
+    summary = models.CharField(max_length=500)  # plain text, shown escaped
+    data = models.JSONField(default=dict, blank=True)  # before/after values
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="event_project_time"),
+            models.Index(fields=["object_type", "object_id"], name="event_object"),
+        ]
+
+    def __str__(self) -> str:
+        return self.summary
+
+
+class Triage(models.Model):
+    """The review state of one case of an eval set in one baseline/candidate comparison."""
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        CONFIRMED = "confirmed", "Confirmed regression"
+        EXPECTED = "expected", "Expected change"
+        FLAKY = "flaky", "Flaky"
+        FIXED = "fixed", "Fixed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="triage")
+    evalset = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="triage")
+    eval_id = models.CharField(max_length=255)
+    baseline = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    candidate = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="triage")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="assigned_triage")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["evalset", "eval_id", "baseline", "candidate"],
+                                               name="triage_unique_case_pair")]
+        indexes = [models.Index(fields=["project", "status"], name="triage_project_status"),
+                   models.Index(fields=["assignee", "status"], name="triage_assignee_status")]
+
+    def __str__(self) -> str:
+        return f"{self.eval_id}: {self.status}"
+
+
+class Comment(models.Model):
+    """A comment on a triaged case; `parent` makes threads. The body is Markdown, rendered
+    through a sanitiser."""
+
+    triage = models.ForeignKey(Triage, on_delete=models.CASCADE, related_name="comments")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="replies")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    body = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return self.body[:50]
