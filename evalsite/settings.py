@@ -180,6 +180,20 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+PASSWORD_RESET_TIMEOUT = env_int("EVALSITE_PASSWORD_RESET_SECONDS", 3 * 24 * 3600)
+
+# --- Email (password reset) -----------------------------------------------------------------
+# Printed to the console unless an SMTP server is configured.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+if EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_PORT = env_int("EMAIL_PORT", 587)
+    EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+    EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "evalsite <evalsite@localhost>")
 
 # --- I18N / static --------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -222,6 +236,8 @@ DATA_UPLOAD_MAX_NUMBER_FILES = 500
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # First, so an anonymous request gets 401 + WWW-Authenticate (not 403).
+        "evaluations.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
     ],

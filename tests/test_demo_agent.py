@@ -1,5 +1,5 @@
 """The demo agent: it passes its own eval set, each fault breaks what it says it breaks, and
-it answers over HTTP at /demo/agent/ without a login."""
+it answers over HTTP at /demo/agent/ to a logged-in user or an API token, never anonymously."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from time import perf_counter
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 
+from evaluations.api.auth import token_create
 from evaluations.demo.agent import WRONG_TOOL, fault_applies, parse_faults, respond
 from evaluations.schemas.evalset import EvalCase, EvalSet
 
@@ -146,13 +148,23 @@ class TestFaults:
 
 
 class TestEndpoint:
-    def post(self, client: Client, body: Any, query: str = "") -> Any:
-        return client.post(f"/demo/agent/{query}", data=json.dumps(body), content_type="application/json")
+    """Requests carry an API token, as the HTTP target sends it in its headers."""
+
+    token = ""
+
+    @pytest.fixture(autouse=True)
+    def api_token(self, db: None) -> None:
+        harness = get_user_model().objects.create_user("harness", "harness@example.com", "harness-pass-123")
+        self.token = token_create(user=harness, name="agent harness").secret
+
+    def post(self, client: Client, body: Any, query: str = "", **extra: Any) -> Any:
+        extra.setdefault("HTTP_AUTHORIZATION", f"Token {self.token}")
+        return client.post(f"/demo/agent/{query}", data=json.dumps(body), content_type="application/json", **extra)
 
     def turn(self, text: str, eval_id: str = "weather_tokyo") -> dict[str, Any]:
         return {"eval_id": eval_id, "invocation_id": "turn_1", "turn_index": 0, "user_content": text}
 
-    def test_it_answers_a_turn_request_without_a_login_or_csrf_token(self) -> None:
+    def test_it_answers_a_turn_request_with_a_token_and_no_csrf_token(self) -> None:
         client = Client(enforce_csrf_checks=True)
         response = self.post(client, self.turn("What's the weather in Tokyo?"))
         assert response.status_code == 200
@@ -188,11 +200,27 @@ class TestEndpoint:
     def test_bad_requests_get_a_400_saying_why(self, body: Any, query: str, needle: str) -> None:
         client = Client()
         if isinstance(body, str):
-            response = client.post(f"/demo/agent/{query}", data=body, content_type="application/json")
+            response = client.post(f"/demo/agent/{query}", data=body, content_type="application/json",
+                                   HTTP_AUTHORIZATION=f"Bearer {self.token}")
         else:
             response = self.post(client, body, query)
         assert response.status_code == 400
         assert needle in json.dumps(response.json())
 
     def test_it_only_takes_posts(self) -> None:
-        assert Client().get("/demo/agent/").status_code == 405
+        assert Client().get("/demo/agent/", HTTP_AUTHORIZATION=f"Token {self.token}").status_code == 405
+
+    def test_an_anonymous_request_gets_a_401(self) -> None:
+        response = self.post(Client(), self.turn("What's the weather in Tokyo?"), HTTP_AUTHORIZATION="")
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"].startswith("Token")
+
+    def test_a_wrong_token_gets_a_401(self) -> None:
+        response = self.post(Client(), self.turn("hi"), HTTP_AUTHORIZATION="Token es_not-a-real-token")
+        assert response.status_code == 401
+
+    def test_a_logged_in_session_is_enough(self) -> None:
+        client = Client()
+        client.force_login(get_user_model().objects.get(username="harness"))
+        response = self.post(client, self.turn("What's the weather in Tokyo?"), HTTP_AUTHORIZATION="")
+        assert response.status_code == 200

@@ -346,12 +346,12 @@ def test_detail_query_count_does_not_grow_with_cases(
     small_url = reverse("evalset_detail", args=[small.evalset.pk])
     large_url = reverse("evalset_detail", args=[large.evalset.pk])
     alice_client.get(small_url)  # the first visit stores the current project in the session
-    # session, user, projects, eval set, versions, case count, one page of cases
-    with django_assert_num_queries(7):
+    # session, user, projects, eval set, versions, case count, one page of cases, its history
+    with django_assert_num_queries(8):
         page = alice_client.get(small_url)
     assert "case_0004" in html(page)
     alice_client.get(large_url)
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         page = alice_client.get(large_url, {"tag": "fast", "q": "Question", "page": 2})
     assert "Page 2 of 3" in html(page)
 

@@ -360,8 +360,9 @@ def test_the_run_page_makes_as_many_queries_for_300_cases_as_for_5(
         assert response.status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1]
-    # session, user, run; then for the page: projects, role, 3 chart GROUP BYs; then count, page, scores.
-    expected = 6 if htmx else 11
+    # session, user, run; then for the page: projects, role, 3 chart GROUP BYs, the run's history;
+    # then count, page, scores.
+    expected = 6 if htmx else 12
     with django_assert_num_queries(expected):
         alice_client.get(reverse("run_detail", args=[large.pk]) + "?sort=-score.trajectory_match", **headers)
 

@@ -175,9 +175,21 @@ def run(url: str, work: list[tuple[EvalCase, int]], **spec: Any) -> list[Any]:
     return HttpTarget(HttpTargetSpec(url=url, **spec)).run_many(work)
 
 
+@pytest.fixture
+def demo_token(transactional_db: None) -> dict[str, str]:
+    """The demo agent needs a user: the HTTP target sends an API token in its headers."""
+    from django.contrib.auth import get_user_model
+
+    from evaluations.api.auth import token_create
+
+    harness = get_user_model().objects.create_user("harness", "harness@example.com", "harness-pass-123")
+    return {"Authorization": f"Token {token_create(user=harness, name='http target').secret}"}
+
+
 class TestDemoAgentOverHTTP:
-    def test_the_demo_eval_set_passes_turn_by_turn(self, live_server: Any) -> None:
-        outputs = run(f"{live_server.url}/demo/agent/", [(c, 0) for c in EVALSET.eval_cases], concurrency=4)
+    def test_the_demo_eval_set_passes_turn_by_turn(self, live_server: Any, demo_token: dict[str, str]) -> None:
+        outputs = run(f"{live_server.url}/demo/agent/", [(c, 0) for c in EVALSET.eval_cases], concurrency=4,
+                      headers=demo_token)
         assert [o.eval_id for o in outputs] == [c.eval_id for c in EVALSET.eval_cases]
         for c, output in zip(EVALSET.eval_cases, outputs, strict=True):
             assert output.error is None
@@ -190,16 +202,22 @@ class TestDemoAgentOverHTTP:
                 assert turn.latency_seconds is not None and turn.latency_seconds > 0
                 assert turn.usage is not None and turn.usage.prompt_tokens
 
-    def test_faults_in_the_url_reach_the_agent(self, live_server: Any) -> None:
+    def test_faults_in_the_url_reach_the_agent(self, live_server: Any, demo_token: dict[str, str]) -> None:
         tokyo = EVALSET.eval_cases[0]
-        (output,) = run(f"{live_server.url}/demo/agent/?faults=wrong_tool&rate=1", [(tokyo, 0)])
+        (output,) = run(f"{live_server.url}/demo/agent/?faults=wrong_tool&rate=1", [(tokyo, 0)], headers=demo_token)
         assert [t.name for t in output.turns[0].tool_calls] == ["get_forecast"]
 
-    def test_the_trajectory_of_every_turn_is_kept_with_its_turn(self, live_server: Any) -> None:
+    def test_the_trajectory_of_every_turn_is_kept_with_its_turn(self, live_server: Any,
+                                                               demo_token: dict[str, str]) -> None:
         paris = EVALSET.eval_cases[1]
-        (output,) = run(f"{live_server.url}/demo/agent/", [(paris, 0)])
+        (output,) = run(f"{live_server.url}/demo/agent/", [(paris, 0)], headers=demo_token)
         assert [(s.name, s.metadata["invocation_id"]) for s in output.trajectory if s.step_type.value == "TOOL"] == [
             ("get_weather", "turn_1"), ("get_forecast", "turn_2")]
+
+    def test_without_a_token_the_demo_agent_refuses_every_case(self, live_server: Any) -> None:
+        tokyo = EVALSET.eval_cases[0]
+        (output,) = run(f"{live_server.url}/demo/agent/", [(tokyo, 0)])
+        assert output.error is not None and "401" in output.error
 
 
 class TestRequests:

@@ -25,8 +25,9 @@ from evaluations.api.serializers import (
     RunCreateSerializer,
     RunSerializer,
 )
+from evaluations.audit import record_run
 from evaluations.formats import EvalSetImportError, SourceFile
-from evaluations.models import CaseResult, EvalSet, EvaluationConfig, Project, Run, Score
+from evaluations.models import AuditEvent, CaseResult, EvalSet, EvaluationConfig, Project, Run, Score
 from evaluations.schemas.evalset import EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 
@@ -90,6 +91,7 @@ class RunListCreate(ListCreateAPIView):
             )
         except runs.RunError as exc:
             raise ValidationError({"run": [str(exc)]}) from None
+        record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -121,7 +123,8 @@ class RunCancel(APIView):
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(visible_runs(request), pk=pk)
         _writable(request, run.project)
-        runs.run_cancel(run=run, user=request.user)
+        if runs.run_cancel(run=run, user=request.user):
+            record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_CANCELLED, via="the API")
         run.refresh_from_db()
         return Response(RunSerializer(run).data)
 
@@ -134,6 +137,7 @@ class RunRetry(APIView):
             reset = runs.run_retry_failed(run=run, user=request.user)
         except runs.RunError as exc:
             raise ValidationError({"run": [str(exc)]}) from None
+        record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_RETRIED, via="the API", data={"reset": reset})
         run.refresh_from_db()
         return Response({"reset": reset, "run": RunSerializer(run).data})
 

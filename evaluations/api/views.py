@@ -19,6 +19,7 @@ from evaluations.api.serializers import (
     EvalSetVersionSerializer,
     ImportOutcomeSerializer,
 )
+from evaluations.audit import record_uploads
 from evaluations.formats import SourceFile
 from evaluations.models import EvalCase, EvalSet, EvalSetVersion, Project
 from evaluations.services import evalset_import
@@ -66,6 +67,7 @@ class EvalSetListCreate(ListAPIView):
         files = [SourceFile(f.name, f.read()) for f in data["file"]]
         outcomes = evalset_import(project=project, files=files, format=data.get("format") or None,
                                   user=request.user)
+        record_uploads(project=project, actor=request.user, outcomes=outcomes, via="the API")
         body = ImportOutcomeSerializer(
             [
                 {"created": o.created, "format": o.format, "variant": o.variant, "case_count": o.case_count,

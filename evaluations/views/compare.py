@@ -33,7 +33,8 @@ from evaluations.charts.compare import (
     tag_pass_rates,
 )
 from evaluations.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
-from evaluations.models import Project, Run
+from evaluations.models import Project, Run, Triage
+from evaluations.triage import triage_by_case
 from evaluations.views.common import enter_project
 
 CASES_PER_PAGE = 50
@@ -101,6 +102,12 @@ def case_link(row: CaseRow, baseline: Run, candidate: Run, walk: Walk) -> str | 
 class LinkedCase:
     row: CaseRow
     url: str | None
+    triage: Triage | None = None  # the case's triage in this comparison, if anyone triaged it
+
+    @property
+    def needs_triage(self) -> bool:
+        """A regressed or otherwise changed case: one the table shows a triage state for."""
+        return self.row.status.key not in (comparison.UNCHANGED_PASS, comparison.UNCHANGED_FAIL)
 
 
 @dataclass(frozen=True)
@@ -213,9 +220,10 @@ def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], stat
     matching = comparison.filter_cases(summary, status, q)
     paginated = Paginator(matching, CASES_PER_PAGE).get_page(page)
     rows = []
+    triage = triage_by_case(baseline=baseline, candidate=candidate, eval_ids=[raw["id"] for raw in paginated])
     for raw in paginated.object_list:
         row = comparison.case_row(raw, scores.get(indices[id(raw)]))
-        rows.append(LinkedCase(row, case_link(row, baseline, candidate, walk)))
+        rows.append(LinkedCase(row, case_link(row, baseline, candidate, walk), triage.get(row.eval_id)))
     paginated.object_list = rows  # type: ignore[assignment]
 
     base_url = reverse("compare")

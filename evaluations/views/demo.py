@@ -8,9 +8,9 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
 from pydantic import ValidationError
 
+from evaluations.api.auth import user_from_request_token
 from evaluations.demo.agent import parse_faults, respond
 from evaluations.targets.contract import TurnRequest
 
@@ -25,12 +25,23 @@ def _faults_from_query(request: HttpRequest) -> dict[str, Any] | None:
     return faults or None
 
 
-# No login and no CSRF token: the demo agent reads only its own fixed tables, keeps no state
-# and touches no project data, and its callers are agents' test harnesses, not browsers.
+def _unauthorized() -> JsonResponse:
+    response = JsonResponse({"error": "log in, or send an API token: `Authorization: Token <token>`"}, status=401)
+    response["WWW-Authenticate"] = 'Token realm="api"'
+    return response
+
+
+# No CSRF token: the demo agent reads only its own fixed tables, keeps no state and touches
+# no project data, and its callers are agents' test harnesses (sending an API token in the
+# HTTP target's headers), not browsers. It still needs a user, so that only /healthz, login
+# and password reset are open to the world.
 @csrf_exempt
-@require_POST
 def demo_agent(request: HttpRequest) -> JsonResponse:
     """POST a TurnRequest as JSON; the answer is a TurnReply."""
+    if not request.user.is_authenticated and user_from_request_token(request) is None:
+        return _unauthorized()
+    if request.method != "POST":
+        return JsonResponse({"error": "POST a JSON TurnRequest"}, status=405, headers={"Allow": "POST"})
     try:
         body = json.loads(request.body)
     except (ValueError, UnicodeDecodeError):

@@ -48,6 +48,7 @@ from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from evaluations.selectors import pretty_json
 from evaluations.views.common import enter_project
 from evaluations.views.compare import CASES_PER_PAGE, FILTERS, Walk, parse_id, run_label, runs_visible_to
+from evaluations.views.triage import panel_context
 
 # Beyond these sizes a diff would cost more than it shows: both texts are shown whole instead.
 MAX_DIFF_TOKENS = 4000
@@ -538,9 +539,13 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
         baseline_result = next((r for r in candidates if r.iteration == result.iteration),
                                candidates[0] if candidates else None)
     page = drill_page(run=run, result=result, baseline=baseline, baseline_result=baseline_result)
+    triage_panel: dict[str, Any] | None = None
     if baseline is not None:
         summary = comparison.comparison_get(baseline=baseline, candidate=run)
         status = request.GET.get("status") or comparison.default_filter(summary)
         walk = Walk(baseline.pk, run.pk, status if status in FILTERS else "all", request.GET.get("q", "").strip())
         page.status, page.stepper = stepper(summary, walk, result.case.eval_id, run)
-    return render(request, "evaluations/compare/drilldown.html", {"page": page})
+        # The case's triage in this comparison: read by everyone, changed by members.
+        triage_panel = panel_context(user=request.user, project=run.project, candidate=run, result=result,
+                                     baseline=baseline)
+    return render(request, "evaluations/compare/drilldown.html", {"page": page, "triage_panel": triage_panel})

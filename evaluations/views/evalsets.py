@@ -20,6 +20,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations import selectors
+from evaluations.audit import object_history, record_uploads
 from evaluations.exports import version_native_chunks
 from evaluations.formats import EvalSetImportError, SourceFile
 from evaluations.formats import check_size as check_upload_size
@@ -81,12 +82,13 @@ def evalset_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     if page is None:
         raise Http404("no such version")
-    context = {"page": page, "evalset": evalset}
+    context: dict[str, object] = {"page": page, "evalset": evalset}
     # htmx swaps just the table while someone types; a history restore wants the whole page.
     if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
         response = render(request, "evaluations/_cases_table.html", context)
     else:
         enter_project(request, evalset.project)
+        context["history"] = object_history(evalset)
         response = render(request, "evaluations/evalset_detail.html", context)
     patch_vary_headers(response, ["HX-Request"])
     return response
@@ -153,6 +155,7 @@ def evalset_upload(request: HttpRequest) -> HttpResponse:
             "more_problems": error.total - len(error.problems),
         }
         return render(request, "evaluations/upload.html", context, status=400)
+    record_uploads(project=project, actor=request.user, outcomes=outcomes, via="the upload page")
     return render(
         request, "evaluations/upload.html", {"form": UploadForm(), "project": project, "outcomes": outcomes}
     )

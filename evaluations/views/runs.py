@@ -18,10 +18,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from evaluations import runs
 from evaluations import selectors_runs as selectors
+from evaluations.audit import object_history, record_run
 from evaluations.charts import to_html
 from evaluations.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
 from evaluations.forms_runs import NewRunForm, config_text
-from evaluations.models import Run
+from evaluations.models import AuditEvent, Membership, Run
 from evaluations.views.common import current_project, enter_project
 from evaluations.views.evalsets import IMPORT_ERROR_TITLES
 
@@ -139,6 +140,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
     except runs.RunError as exc:  # run_create is atomic: nothing was written
         form.add_error(None, str(exc))
         return _render_new(request, form, choices, status=400)
+    record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the new-run page")
     return HttpResponseRedirect(reverse("run_detail", args=[run.pk]))
 
 
@@ -206,9 +208,12 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         response = render(request, "evaluations/runs/_results_table.html", {"table": table})
     else:
         enter_project(request, run.project)
-        page = selectors.run_page(run, filters, can_write=run.project.can_write(request.user))
+        role = run.project.role_of(request.user)
+        page = selectors.run_page(run, filters, can_write=role in {Membership.Role.MEMBER, Membership.Role.ADMIN})
         response = render(request, "evaluations/runs/detail.html",
-                          {"page": page, "run": page.run, "table": page.table, "charts": _charts(page)})
+                          {"page": page, "run": page.run, "table": page.table, "charts": _charts(page),
+                           "pinned": run.evalset_version.evalset.baseline_run_id == run.pk,
+                           "can_admin": role == Membership.Role.ADMIN, "history": object_history(run)})
     patch_vary_headers(response, ["HX-Request"])
     return response
 
@@ -234,6 +239,7 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     if not run.project.can_write(request.user):
         raise PermissionDenied("viewers cannot cancel runs")
     if runs.run_cancel(run=run, user=request.user):
+        record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_CANCELLED, via="the run page")
         messages.success(request, "Run cancelled. Results already written are kept.")
     else:
         messages.info(request, "The run had already finished.")
@@ -251,5 +257,7 @@ def run_retry(request: HttpRequest, pk: int) -> HttpResponse:
     except runs.RunError as exc:
         messages.error(request, str(exc).capitalize() + ".")
     else:
+        record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_RETRIED, via="the run page",
+                   data={"reset": reset})
         messages.success(request, f"Retrying {reset} failed or errored result{'s' if reset != 1 else ''}.")
     return HttpResponseRedirect(reverse("run_detail", args=[run.pk]))

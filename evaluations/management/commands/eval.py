@@ -17,8 +17,9 @@ from django.core.management.base import BaseCommand, CommandParser
 from pydantic import ValidationError
 
 from evaluations import exports, runs
+from evaluations.audit import record_run
 from evaluations.formats import EvalSetImportError, files_from_paths
-from evaluations.models import EvalSet, Project, Run
+from evaluations.models import AuditEvent, EvalSet, Project, Run
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.services import DEFAULT_PROJECT_SLUG, evalset_import
 
@@ -93,6 +94,7 @@ class Command(BaseCommand):
         else:
             kind, target = _target(options)
             run = runs.run_create(target_kind=kind, target=target, **common)
+        record_run(run=run, actor=None, verb=AuditEvent.Verb.RUN_STARTED, via="manage.py eval")
         self.stdout.write(f"run {run.pk}: {run.cases_total} results to evaluate "
                           f"({version.evalset.eval_set_id} v{version.number})")
 

@@ -1,0 +1,107 @@
+"""API tokens: created and revoked from the profile page, stored as SHA-256 digests.
+
+A token is `es_` + 43 random URL-safe characters. It is shown once, when created; the
+database keeps only its digest (a lookup key, so a plain hash is enough: the token has 256
+bits of entropy and needs no salt or slow hash) and its first characters as a prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from evaluations.audit import audit_record
+from evaluations.models import ApiToken, AuditEvent
+
+TOKEN_PREFIX = "es_"
+PREFIX_LENGTH = 10  # "es_" + 7 characters: enough to tell a user's tokens apart
+KEYWORDS = ("token", "bearer")
+# last_used_at is written at most this often per token, so a busy script costs no write per call.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class NewToken:
+    token: ApiToken
+    secret: str  # the only time the whole token exists outside the client
+
+
+@transaction.atomic
+def token_create(*, user: Any, name: str) -> NewToken:
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(user=user, name=name, prefix=secret[:PREFIX_LENGTH], digest=token_digest(secret))
+    audit_record(project=None, actor=user, verb=AuditEvent.Verb.TOKEN_CREATED, obj=token,
+                 summary=f"{user.get_username()} created API token {name!r} ({token.prefix}…)")
+    return NewToken(token=token, secret=secret)
+
+
+@transaction.atomic
+def token_revoke(*, token: ApiToken, user: Any) -> bool:
+    """False when the token was already revoked (revoking twice records nothing)."""
+    revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    if revoked:
+        audit_record(project=None, actor=user, verb=AuditEvent.Verb.TOKEN_REVOKED, obj=token,
+                     summary=f"{user.get_username()} revoked API token {token.name!r} ({token.prefix}…)")
+    return bool(revoked)
+
+
+def user_for_token(secret: str) -> Any | None:
+    """The active user a live token belongs to, else None. Touches last_used_at."""
+    token = (ApiToken.objects.select_related("user")
+             .filter(digest=token_digest(secret), revoked_at__isnull=True).first())
+    if token is None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user
+
+
+def token_from_header(header: str) -> str | None:
+    """The token in `Token <t>` or `Bearer <t>`; None when the header is another scheme."""
+    parts = header.split()
+    if len(parts) != 2 or parts[0].lower() not in KEYWORDS:
+        return None
+    return parts[1]
+
+
+def user_from_request_token(request: HttpRequest) -> Any | None:
+    """For plain Django views that also accept a token (the demo agent)."""
+    secret = token_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
+    return user_for_token(secret) if secret else None
+
+
+class TokenAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Token <token>` or `Authorization: Bearer <token>`.
+
+    Listed first in REST_FRAMEWORK, so its `authenticate_header` makes DRF answer an
+    anonymous request 401 (with WWW-Authenticate) rather than 403.
+    """
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken | None] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        parts = header.split()
+        if not parts or parts[0].lower() not in KEYWORDS:
+            return None  # another scheme (Basic) or none: let the next class try
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("malformed Authorization header: use `Token <token>`")
+        user = user_for_token(parts[1])
+        if user is None:
+            raise exceptions.AuthenticationFailed("invalid or revoked token")
+        return (user, None)
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Token realm="api"'

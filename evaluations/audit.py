@@ -1,0 +1,136 @@
+"""The audit log: who did what when, per project and per object.
+
+`audit_record` is called by the service or view that made the change, right after it
+succeeded, inside the same transaction when there is one. Summaries are plain text
+(templates escape them); before/after values go into `data`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.core.paginator import Paginator
+from django.db import models
+
+from .models import AuditEvent, Project, Run
+
+if TYPE_CHECKING:
+    from .services import ImportOutcome
+
+ACTIVITY_PAGE_SIZE = 50
+
+
+def object_type_of(obj: models.Model) -> str:
+    """"run", "evalset", "triage", "comment", "membership", "apitoken", ..."""
+    return obj._meta.model_name or ""
+
+
+def audit_record(
+    *,
+    project: Project | None,
+    actor: Any,
+    verb: str,
+    obj: models.Model | None = None,
+    summary: str,
+    data: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Append one event. `actor` is a user, or None for the CLI and background work."""
+    if actor is not None and not getattr(actor, "is_authenticated", False):
+        actor = None
+    return AuditEvent.objects.create(
+        project=project,
+        actor=actor,
+        verb=verb,
+        object_type=object_type_of(obj) if obj is not None else "",
+        object_id=str(obj.pk) if obj is not None else "",
+        summary=summary[:500],
+        data=data or {},
+    )
+
+
+def record_uploads(*, project: Project, actor: Any, outcomes: Sequence[ImportOutcome], via: str) -> None:
+    """One event per version the upload created; re-uploading identical content records nothing."""
+    for o in outcomes:
+        if not o.created:
+            continue
+        audit_record(project=project, actor=actor, verb=AuditEvent.Verb.EVALSET_UPLOADED, obj=o.evalset,
+                     summary=f"uploaded {o.evalset.display_name} v{o.version.number} "
+                             f"({o.case_count} cases, {o.format}) through {via}",
+                     data={"version": o.version.number, "version_id": o.version.pk, "format": o.format,
+                           "cases": o.case_count})
+
+
+def record_run(*, run: Run, actor: Any, verb: str, via: str, data: dict[str, Any] | None = None) -> AuditEvent:
+    """A run started, cancelled or retried."""
+    what: str = {str(AuditEvent.Verb.RUN_STARTED): "started", str(AuditEvent.Verb.RUN_CANCELLED): "cancelled",
+            str(AuditEvent.Verb.RUN_RETRIED): "retried the failed results of"}.get(verb, verb)
+    name = f" ({run.name})" if run.name else ""
+    return audit_record(project=run.project, actor=actor, verb=verb, obj=run,
+                        summary=f"{what} run #{run.pk}{name} through {via}", data=data)
+
+
+@dataclass(frozen=True)
+class EventRow:
+    pk: int
+    created_at: datetime
+    actor: str  # username, or "" for the system / CLI
+    verb: str
+    verb_label: str
+    object_type: str
+    object_id: str
+    summary: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ActivityPage:
+    events: list[EventRow]
+    number: int
+    num_pages: int
+    count: int
+    has_previous: bool
+    has_next: bool
+    previous_page_number: int | None
+    next_page_number: int | None
+
+
+def _row(event: AuditEvent) -> EventRow:
+    return EventRow(
+        pk=event.pk,
+        created_at=event.created_at,
+        actor=event.actor.get_username() if event.actor is not None else "",
+        verb=event.verb,
+        verb_label=event.get_verb_display(),
+        object_type=event.object_type,
+        object_id=event.object_id,
+        summary=event.summary,
+        data=event.data,
+    )
+
+
+def project_activity(*, project: Project, page: int | str | None = 1,
+                     per_page: int = ACTIVITY_PAGE_SIZE) -> ActivityPage:
+    """One page of the project's feed, newest first, in a fixed number of queries."""
+    events = AuditEvent.objects.filter(project=project).select_related("actor").order_by("-created_at", "-pk")
+    paginator = Paginator(events, per_page)
+    current = paginator.get_page(page)
+    return ActivityPage(
+        events=[_row(e) for e in current.object_list],
+        number=current.number,
+        num_pages=paginator.num_pages,
+        count=paginator.count,
+        has_previous=current.has_previous(),
+        has_next=current.has_next(),
+        previous_page_number=current.previous_page_number() if current.has_previous() else None,
+        next_page_number=current.next_page_number() if current.has_next() else None,
+    )
+
+
+def object_history(obj: models.Model, *, limit: int = 50) -> list[EventRow]:
+    """The newest events about one object (a run, an eval set, a triage...)."""
+    events = (AuditEvent.objects.filter(object_type=object_type_of(obj), object_id=str(obj.pk))
+              .select_related("actor").order_by("-created_at", "-pk")[:limit])
+    return [_row(e) for e in events]

@@ -1,0 +1,305 @@
+"""Regression triage: the review state of a case in a baseline/candidate comparison, its
+threaded comments, and the review queue.
+
+A `Triage` row belongs to one case (by `eval_id`) of one eval set in one baseline/candidate
+pair; it is created the first time someone triages or comments on the case. Every change is
+written to the audit log (`evaluations.audit`).
+
+Comments are Markdown from people: `render_comment` turns them into HTML with raw HTML and
+images disabled in the Markdown parser, then runs the result through nh3 with a small
+allow-list. Only nh3's output is ever marked safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import markdown  # type: ignore[import-untyped,unused-ignore]
+import nh3
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max, OuterRef, QuerySet, Subquery
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
+
+from evaluations import comparison
+from evaluations.audit import audit_record
+from evaluations.models import AuditEvent, CaseResult, Comment, Comparison, EvalSet, Membership, Project, Run, Triage
+
+COMMENT_MAX_CHARS = 10_000
+QUEUE_PER_PAGE = 50
+# Statuses that still need someone: an OPEN triage is as good as none for the queue.
+UNTRIAGED = Triage.Status.OPEN
+
+
+class _Keep:
+    """`assignee` default: leave the assignee as it is (None unassigns)."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+
+# --- Services -----------------------------------------------------------------------------
+
+
+def _username(user: Any) -> str | None:
+    return user.get_username() if user is not None else None
+
+
+def triage_update(*, project: Project, evalset: EvalSet, eval_id: str, baseline: Run, candidate: Run,
+                  status: str | None = None, assignee: Any = KEEP, actor: Any) -> Triage:
+    """Get or create the case's triage and set its status and/or assignee.
+
+    `status=None` keeps the status; `assignee` keeps the assignee unless given (None
+    unassigns). The assignee must be a member of the project (any role). A change is
+    recorded in the audit log with its before and after values; creating the row without a
+    change records nothing."""
+    if evalset.project_id != project.pk or baseline.project_id != project.pk or candidate.project_id != project.pk:
+        raise ValidationError("the eval set and both runs must belong to the project")
+    if candidate.evalset_version.evalset_id != evalset.pk:
+        raise ValidationError("the candidate run is not a run of this eval set")
+    if baseline.pk == candidate.pk:
+        raise ValidationError("a run cannot be triaged against itself")
+    if not eval_id:
+        raise ValidationError("which case?")
+    if status is not None and status not in Triage.Status.values:
+        raise ValidationError(f"unknown status {status!r}")
+    if assignee is not KEEP and assignee is not None and not (
+        Membership.objects.filter(project=project, user=assignee).exists()
+    ):
+        raise ValidationError(f"{assignee.get_username()} is not a member of {project.name}")
+
+    key = {"evalset": evalset, "eval_id": eval_id, "baseline": baseline, "candidate": candidate}
+    with transaction.atomic():
+        triage = Triage.objects.select_for_update().select_related("assignee").filter(**key).first()
+        if triage is None:
+            try:
+                with transaction.atomic():
+                    triage = Triage.objects.create(project=project, updated_by=actor, **key)
+            except IntegrityError:  # someone created it between our read and write
+                triage = Triage.objects.select_for_update().select_related("assignee").get(**key)
+        before = {"status": triage.status, "assignee": _username(triage.assignee)}
+        if status is not None:
+            triage.status = status
+        if assignee is not KEEP:
+            triage.assignee = assignee
+        after = {"status": triage.status, "assignee": _username(triage.assignee)}
+        if after != before:
+            triage.updated_at = timezone.now()
+            triage.updated_by = actor
+            triage.save(update_fields=["status", "assignee", "updated_at", "updated_by"])
+            changes = [f"{field} {before[field] or 'none'} → {after[field] or 'none'}"
+                       for field in ("status", "assignee") if before[field] != after[field]]
+            audit_record(project=project, actor=actor, verb=AuditEvent.Verb.TRIAGE_CHANGED, obj=triage,
+                         summary=f"triaged {eval_id} (run #{candidate.pk} vs #{baseline.pk}): " + ", ".join(changes),
+                         data={"before": before, "after": after, "eval_id": eval_id,
+                               "baseline": baseline.pk, "candidate": candidate.pk})
+    return triage
+
+
+def comment_add(*, triage: Triage, parent: Comment | None = None, body: str, author: Any) -> Comment:
+    """Add a comment (a reply when `parent` is given, which must be on the same triage)."""
+    body = (body or "").strip()
+    if not body:
+        raise ValidationError("a comment cannot be empty")
+    if len(body) > COMMENT_MAX_CHARS:
+        raise ValidationError(f"a comment can be at most {COMMENT_MAX_CHARS:,} characters")
+    if parent is not None and parent.triage_id != triage.pk:
+        raise ValidationError("a reply must be on the same case as the comment it answers")
+    with transaction.atomic():
+        comment = Comment.objects.create(triage=triage, parent=parent, author=author, body=body)
+        audit_record(project=triage.project, actor=author, verb=AuditEvent.Verb.COMMENT_ADDED, obj=comment,
+                     summary=f"commented on {triage.eval_id} (run #{triage.candidate_id} vs #{triage.baseline_id})",
+                     data={"triage": triage.pk, "parent": parent.pk if parent else None, "eval_id": triage.eval_id})
+    return comment
+
+
+# --- Rendering comments -------------------------------------------------------------------
+
+ALLOWED_TAGS = {"p", "br", "em", "strong", "code", "pre", "blockquote", "ul", "ol", "li", "a", "hr"}
+ALLOWED_ATTRIBUTES = {"a": {"href", "title"}}
+URL_SCHEMES = {"http", "https", "mailto"}
+
+
+def _markdown() -> markdown.Markdown:
+    """Markdown without raw HTML (it is shown as text) and without images."""
+    md = markdown.Markdown(extensions=[], output_format="html")
+    md.preprocessors.deregister("html_block")
+    for name in ("html", "image_link", "image_reference", "short_image_ref"):
+        md.inlinePatterns.deregister(name)
+    return md
+
+
+def render_comment(body: str) -> SafeString:
+    """A comment's Markdown as sanitised HTML: emphasis, code, lists, quotes and links
+    (http, https, mailto; rel="nofollow noopener"); everything else is text or dropped."""
+    html = _markdown().convert(body)
+    cleaned = nh3.clean(html, tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES, url_schemes=URL_SCHEMES,
+                        link_rel="nofollow noopener", strip_comments=True)
+    return mark_safe(cleaned)  # noqa: S308 - nh3's output, nothing else
+
+
+@dataclass
+class CommentNode:
+    comment: Comment
+    html: SafeString
+    replies: list[CommentNode]
+
+
+def comment_tree(triage: Triage | None) -> list[CommentNode]:
+    """The triage's comments as threads, oldest first at each level: one query."""
+    if triage is None:
+        return []
+    nodes: dict[int, CommentNode] = {}
+    roots: list[CommentNode] = []
+    for comment in Comment.objects.filter(triage=triage).select_related("author").order_by("created_at", "pk"):
+        node = nodes[comment.pk] = CommentNode(comment, render_comment(comment.body), [])
+        parent = nodes.get(comment.parent_id) if comment.parent_id else None
+        (parent.replies if parent is not None else roots).append(node)
+    return roots
+
+
+# --- Selectors ----------------------------------------------------------------------------
+
+
+def triage_for(*, evalset_id: int, eval_id: str, baseline: Run, candidate: Run) -> Triage | None:
+    return (Triage.objects.select_related("assignee", "updated_by")
+            .filter(evalset_id=evalset_id, eval_id=eval_id, baseline=baseline, candidate=candidate).first())
+
+
+def triage_by_case(*, baseline: Run, candidate: Run, eval_ids: list[str]) -> dict[str, Triage]:
+    """eval_id -> triage of the pair, for a page of the compare table: one query."""
+    if not eval_ids:
+        return {}
+    return {t.eval_id: t for t in Triage.objects.select_related("assignee")
+            .filter(baseline=baseline, candidate=candidate, evalset_id=candidate.evalset_version.evalset_id,
+                    eval_id__in=eval_ids)}
+
+
+def project_members(project: Project) -> list[Any]:
+    """Who a case can be assigned to: the project's members, by username."""
+    return [m.user for m in Membership.objects.filter(project=project).select_related("user")
+            .order_by("user__username")]
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    evalset_name: str
+    eval_id: str
+    baseline_id: int
+    baseline_name: str
+    candidate_id: int
+    candidate_name: str
+    status: str  # a Triage.Status value; "open" for a case nobody triaged yet
+    status_label: str
+    triaged: bool
+    assignee: str | None
+    last_comment_at: datetime | None
+    url: str | None
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    rows: list[QueueRow]
+    number: int
+    num_pages: int
+    count: int
+    has_previous: bool
+    has_next: bool
+
+
+def _drill_url(candidate_id: int, result_id: int | None, baseline_id: int, status: str) -> str | None:
+    if result_id is None:
+        return None
+    return reverse("run_case", args=[candidate_id, result_id]) + f"?baseline={baseline_id}&status={status}"
+
+
+def _queue_page(rows: list[Any], page: Any) -> tuple[Any, Paginator[Any]]:
+    paginator = Paginator(rows, QUEUE_PER_PAGE)
+    return paginator.get_page(page), paginator
+
+
+def _page(current: Any, paginator: Paginator[Any], rows: list[QueueRow]) -> QueuePage:
+    return QueuePage(rows, current.number, paginator.num_pages, paginator.count, current.has_previous(),
+                     current.has_next())
+
+
+def _run_name(run: Run) -> str:
+    return run.name or ""
+
+
+def assigned_to(*, user: Any, project: Project, page: Any = 1) -> QueuePage:
+    """The cases of `project` assigned to `user`, most recently changed first; a fixed
+    number of queries whatever the page size (count, then the page with everything joined)."""
+    first_result = (CaseResult.objects.filter(run_id=OuterRef("candidate_id"), case__eval_id=OuterRef("eval_id"))
+                    .order_by("iteration", "pk").values("pk")[:1])
+    triage: QuerySet[Triage] = (
+        Triage.objects.filter(project=project, assignee=user)
+        .select_related("evalset", "baseline", "candidate", "assignee")
+        .annotate(last_comment_at=Max("comments__created_at"), result_id=Subquery(first_result))
+        .order_by("-updated_at", "-pk")
+    )
+    paginator = Paginator(triage, QUEUE_PER_PAGE)
+    current = paginator.get_page(page)
+    rows = [QueueRow(
+        evalset_name=t.evalset.display_name, eval_id=t.eval_id, baseline_id=t.baseline_id,
+        baseline_name=_run_name(t.baseline), candidate_id=t.candidate_id, candidate_name=_run_name(t.candidate),
+        status=t.status, status_label=t.get_status_display(), triaged=True,
+        assignee=_username(t.assignee), last_comment_at=t.last_comment_at,
+        url=_drill_url(t.candidate_id, t.result_id, t.baseline_id, "all"),
+    ) for t in current.object_list]
+    return _page(current, paginator, rows)
+
+
+def latest_comparisons(project: Project) -> QuerySet[Comparison]:
+    """The stored comparisons of `project` whose candidate is its eval set's latest completed run."""
+    latest = (Run.objects.filter(evalset_version__evalset_id=OuterRef("candidate__evalset_version__evalset_id"),
+                                 status=Run.Status.COMPLETED).order_by("-created_at", "-pk").values("pk")[:1])
+    return (Comparison.objects.filter(candidate__project=project, baseline__project=project)
+            .annotate(latest_id=Subquery(latest)).filter(candidate_id=F("latest_id")))
+
+
+def untriaged_regressions(*, project: Project, page: Any = 1) -> QueuePage:
+    """The regressed cases of the project's stored comparisons whose candidate is the latest
+    completed run of its eval set, that nobody triaged yet (no triage row, or an open one).
+
+    Two queries whatever the number of cases: the comparisons (with their runs and eval
+    sets) and the triage rows of their candidates (with assignees and last comment times)."""
+    comparisons = list(
+        latest_comparisons(project)
+        .select_related("baseline", "candidate", "candidate__evalset_version__evalset")
+        .order_by("-candidate__created_at", "-candidate_id", "-baseline__created_at", "-baseline_id")
+    )
+    triage: dict[tuple[int, int, int, str], Triage] = {}
+    if comparisons:
+        for t in (Triage.objects.filter(project=project, candidate_id__in={c.candidate_id for c in comparisons})
+                  .select_related("assignee").annotate(last_comment_at=Max("comments__created_at"))):
+            triage[(t.evalset_id, t.baseline_id, t.candidate_id, t.eval_id)] = t
+    items: list[tuple[Comparison, dict[str, Any], Triage | None]] = []
+    for c in comparisons:
+        evalset_id = c.candidate.evalset_version.evalset_id
+        for case in (c.summary or {}).get("cases", []):
+            if case.get("s") != comparison.REGRESSED:
+                continue
+            found = triage.get((evalset_id, c.baseline_id, c.candidate_id, case["id"]))
+            if found is None or found.status == UNTRIAGED:
+                items.append((c, case, found))
+    current, paginator = _queue_page(items, page)
+    rows = []
+    for c, case, t in current.object_list:
+        rows.append(QueueRow(
+            evalset_name=c.candidate.evalset_version.evalset.display_name, eval_id=case["id"],
+            baseline_id=c.baseline_id, baseline_name=_run_name(c.baseline), candidate_id=c.candidate_id,
+            candidate_name=_run_name(c.candidate), status=UNTRIAGED, status_label=Triage.Status.OPEN.label,
+            triaged=t is not None, assignee=_username(t.assignee) if t is not None else None,
+            last_comment_at=t.last_comment_at if t is not None else None,
+            url=_drill_url(c.candidate_id, case.get("cr"), c.baseline_id, comparison.REGRESSED),
+        ))
+    return _page(current, paginator, rows)

@@ -1,0 +1,187 @@
+"""Project pages: members (admins manage them), the activity feed, and pinning a baseline.
+
+The write functions here are small services (keyword-only, atomic, each recording its audit
+event); the views check access and call one of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from evaluations.audit import audit_record, project_activity
+from evaluations.models import AuditEvent, EvalSet, Membership, Project, Run
+from evaluations.views.common import enter_project
+
+
+class MembershipError(Exception):
+    """A membership change that would break a rule (the message says which)."""
+
+
+# --- Services -----------------------------------------------------------------------------------
+
+
+def _other_admins(project: Project, user: Any) -> bool:
+    # Locks the project's admin rows, so two admins demoting each other at once cannot both win.
+    admins = (Membership.objects.select_for_update()
+              .filter(project=project, role=Membership.Role.ADMIN).exclude(user=user))
+    return bool(list(admins.values_list("pk", flat=True)))
+
+
+@transaction.atomic
+def membership_add(*, project: Project, user: Any, role: str, actor: Any) -> Membership:
+    if Membership.objects.filter(project=project, user=user).exists():
+        raise MembershipError(f"{user.get_username()} is already a member of {project.name}")
+    membership = Membership.objects.create(project=project, user=user, role=role)
+    audit_record(project=project, actor=actor, verb=AuditEvent.Verb.MEMBER_ADDED, obj=membership,
+                 summary=f"added {user.get_username()} as {membership.get_role_display().lower()}",
+                 data={"user": user.get_username(), "role": role})
+    return membership
+
+
+@transaction.atomic
+def membership_change(*, membership: Membership, role: str, actor: Any) -> bool:
+    """False when the role is already `role`."""
+    before = membership.role
+    if before == role:
+        return False
+    if before == Membership.Role.ADMIN and not _other_admins(membership.project, membership.user):
+        raise MembershipError("a project needs at least one admin: make someone else admin first")
+    membership.role = role
+    membership.save(update_fields=["role"])
+    audit_record(project=membership.project, actor=actor, verb=AuditEvent.Verb.MEMBER_CHANGED, obj=membership,
+                 summary=f"changed {membership.user.get_username()} from {before} to {role}",
+                 data={"user": membership.user.get_username(), "from": before, "to": role})
+    return True
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership, actor: Any) -> None:
+    if membership.role == Membership.Role.ADMIN and not _other_admins(membership.project, membership.user):
+        raise MembershipError("a project needs at least one admin: the last admin cannot be removed")
+    username = membership.user.get_username()
+    audit_record(project=membership.project, actor=actor, verb=AuditEvent.Verb.MEMBER_REMOVED, obj=membership,
+                 summary=f"removed {username} ({membership.role})", data={"user": username, "role": membership.role})
+    membership.delete()
+
+
+@transaction.atomic
+def evalset_pin_baseline(*, evalset: EvalSet, run: Run, actor: Any) -> bool:
+    """Make `run` the eval set's default baseline. False when it already is."""
+    locked = EvalSet.objects.select_for_update().get(pk=evalset.pk)
+    before = locked.baseline_run_id
+    if before == run.pk:
+        return False
+    locked.baseline_run = run
+    locked.save(update_fields=["baseline_run"])
+    was = f"run #{before}" if before else "none"
+    audit_record(project=locked.project, actor=actor, verb=AuditEvent.Verb.BASELINE_PINNED, obj=locked,
+                 summary=f"pinned run #{run.pk} ({run.name or 'unnamed'}) as the baseline of "
+                         f"{locked.display_name} (was {was})",
+                 data={"from": before, "to": run.pk})
+    return True
+
+
+# --- Views --------------------------------------------------------------------------------------
+
+
+def _project_of_member(request: HttpRequest, slug: str) -> tuple[Project, str]:
+    """The project and the user's role in it; 404 for projects the user does not belong to."""
+    project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
+    role = project.role_of(request.user)
+    assert role is not None  # visible_to and role_of agree
+    return project, role
+
+
+def _find_user(identifier: str) -> Any:
+    users = get_user_model().objects.filter(is_active=True)
+    return users.filter(Q(username__iexact=identifier) | Q(email__iexact=identifier)).order_by("pk").first()
+
+
+def _role(value: str) -> str:
+    if value not in Membership.Role.values:
+        raise MembershipError("choose a role: viewer, member or admin")
+    return value
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_members(request: HttpRequest, slug: str) -> HttpResponse:
+    """Everyone in the project sees who is in it; only admins change it."""
+    project, role = _project_of_member(request, slug)
+    is_admin = role == Membership.Role.ADMIN
+    status = 200
+    if request.method == "POST":
+        if not is_admin:
+            raise PermissionDenied("only project admins manage members")
+        try:
+            _members_action(request, project)
+        except MembershipError as exc:
+            text = str(exc)
+            messages.error(request, text[:1].upper() + text[1:] + ".")
+            status = 400
+        else:
+            return HttpResponseRedirect(reverse("project_members", args=[project.slug]))
+    enter_project(request, project)
+    members = project.memberships.select_related("user").order_by("user__username")
+    return render(request, "evaluations/accounts/members.html",
+                  {"project": project, "members": members, "is_admin": is_admin,
+                   "roles": Membership.Role.choices}, status=status)
+
+
+def _members_action(request: HttpRequest, project: Project) -> None:
+    action = request.POST.get("action", "")
+    if action == "add":
+        identifier = request.POST.get("user", "").strip()
+        user = _find_user(identifier) if identifier else None
+        if user is None:
+            raise MembershipError(f"no active user with the username or email {identifier!r}")
+        membership_add(project=project, user=user, role=_role(request.POST.get("role", "")), actor=request.user)
+        messages.success(request, f"Added {user.get_username()}.")
+        return
+    membership = project.memberships.select_related("user").filter(pk=request.POST.get("membership") or 0).first()
+    if membership is None:
+        raise MembershipError("that person is not a member of this project")
+    if action == "change":
+        if membership_change(membership=membership, role=_role(request.POST.get("role", "")), actor=request.user):
+            messages.success(request, f"{membership.user.get_username()} is now {membership.role}.")
+    elif action == "remove":
+        membership_remove(membership=membership, actor=request.user)
+        messages.success(request, f"Removed {membership.user.get_username()}.")
+    else:
+        raise MembershipError("unknown action")
+
+
+@login_required
+@require_GET
+def project_activity_view(request: HttpRequest, slug: str) -> HttpResponse:
+    project, _ = _project_of_member(request, slug)
+    enter_project(request, project)
+    page = project_activity(project=project, page=request.GET.get("page", 1))
+    return render(request, "evaluations/accounts/activity.html", {"project": project, "page": page})
+
+
+@login_required
+@require_POST
+def run_pin_baseline(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.filter(project__in=Project.objects.visible_to(request.user))
+                            .select_related("project", "evalset_version__evalset"), pk=pk)
+    if run.project.role_of(request.user) != Membership.Role.ADMIN:
+        raise PermissionDenied("only project admins pin baselines")
+    if run.status != Run.Status.COMPLETED:
+        messages.error(request, "Only a completed run can be the baseline.")
+    elif evalset_pin_baseline(evalset=run.evalset_version.evalset, run=run, actor=request.user):
+        messages.success(request, "Pinned as the eval set's baseline: comparisons now default to this run.")
+    else:
+        messages.info(request, "This run already is the pinned baseline.")
+    return HttpResponseRedirect(reverse("run_detail", args=[run.pk]))

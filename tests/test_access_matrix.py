@@ -1,0 +1,305 @@
+"""Who may reach what, over every URL pattern of the site and every API endpoint.
+
+The people (beyond conftest's):
+- carol: a viewer of acme; reads everything there, writes nothing.
+- alice (conftest): a member of acme; writes, but no admin actions.
+- dave: an admin of acme; does everything there.
+- bob (conftest): a member of globex; acme's objects do not exist for him (404, never 403).
+
+`ROUTES` lists every named pattern. A pattern added without an entry here fails
+`test_every_url_pattern_is_in_the_matrix`, so a new page cannot skip these checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from evaluations import runs
+from evaluations.models import Membership, Project, Run, Triage
+from evaluations.schemas.outputs import AgentOutput
+from tests.engine_helpers import import_demo, perfect_outputs
+
+PUBLIC = "public"
+READ = "read"  # any member of the project
+WRITE = "write"  # member or admin: a viewer gets 403
+ADMIN = "admin"  # admin only: a member gets 403
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    kind: str
+    method: str = "get"
+    api: bool = False
+    scoped: bool = True  # names one of acme's objects: bob gets 404
+    query: str = ""
+    data: tuple[tuple[str, str], ...] = ()  # POST fields, formatted like `query`
+
+
+ROUTES = [
+    Route("healthz", PUBLIC, scoped=False),
+    Route("login", PUBLIC, scoped=False),
+    Route("password_reset", PUBLIC, scoped=False),
+    Route("password_reset_done", PUBLIC, scoped=False),
+    Route("password_reset_confirm", PUBLIC, scoped=False),
+    Route("password_reset_complete", PUBLIC, scoped=False),
+    Route("logout", PUBLIC, "post", scoped=False),  # logging out nobody just lands on the login page
+    Route("password_change", READ, scoped=False),
+    Route("password_change_done", READ, scoped=False),
+    Route("account", READ, scoped=False),
+    Route("account_token_revoke", READ, "post"),
+    Route("home", READ, scoped=False),
+    Route("evalset_list", READ, scoped=False),
+    Route("evalset_upload", WRITE, scoped=False),
+    Route("evalset_detail", READ),
+    Route("evalset_trend", READ),
+    Route("version_original", READ),
+    Route("version_native", READ),
+    Route("case_detail", READ),
+    Route("project_switch", READ, "post"),
+    Route("project_members", READ),
+    Route("project_activity", READ),
+    Route("demo_agent", READ, "post", scoped=False),
+    Route("compare", READ, query="?baseline={base}&candidate={run}"),
+    Route("run_case", READ),
+    Route("run_list", READ, scoped=False),
+    Route("run_new", WRITE, scoped=False),
+    # Someone else's runs are "pick two runs" again: a redirect to the list, naming nothing.
+    Route("run_compare_pick", READ, scoped=False, query="?run={base}&run={run}"),
+    Route("review_queue", READ, scoped=False),
+    Route("triage_update", WRITE, "post",
+          data=(("candidate", "{run}"), ("baseline", "{base}"), ("result", "{result}"), ("status", "flaky"))),
+    Route("triage_comment", WRITE, "post", data=(("body", "looks flaky to me"),)),
+    Route("run_detail", READ),
+    Route("run_progress", READ),
+    Route("run_cancel", WRITE, "post"),
+    Route("run_retry", WRITE, "post"),
+    Route("run_pin_baseline", ADMIN, "post"),
+    Route("api_evalsets", READ, api=True, scoped=False),
+    Route("api_evalset", READ, api=True),
+    Route("api_evalset_versions", READ, api=True),
+    Route("api_evalset_cases", READ, api=True),
+    Route("api_runs", READ, api=True, scoped=False),
+    Route("api_run", READ, api=True),
+    Route("api_run_cancel", WRITE, "post", api=True),
+    Route("api_run_retry", WRITE, "post", api=True),
+    Route("api_run_results", READ, api=True),
+    Route("api_run_report", READ, api=True),
+    Route("api_run_csv", READ, api=True),
+    Route("api_run_upsonic", READ, api=True),
+    Route("api_run_metrics", READ, api=True),
+    Route("api_configs", READ, api=True, scoped=False),
+]
+BY_NAME = {r.name: r for r in ROUTES}
+# The members page's writes and the upload/run APIs take the project in the body, not the URL.
+MEMBERS_ADD = {"action": "add", "user": "erin", "role": "viewer"}
+
+
+def _named_patterns(patterns: list[Any], namespace: str = "") -> set[str]:
+    names: set[str] = set()
+    for p in patterns:
+        if isinstance(p, URLResolver):
+            if p.namespace == "admin":
+                continue  # Django's admin: staff only, tested below as a whole
+            names |= _named_patterns(p.url_patterns, namespace)
+        elif isinstance(p, URLPattern) and p.name:
+            names.add(p.name)
+    return names
+
+
+def make_user(username: str, project: Project | None = None, role: str = "") -> Any:
+    user = get_user_model().objects.create_user(username, f"{username}@example.com", f"{username}-pass-123")
+    if project is not None:
+        Membership.objects.create(project=project, user=user, role=role)
+    return user
+
+
+def client_for(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def fast_hashing(settings: Any) -> None:
+    # The matrix creates five users per test; the default hasher would spend seconds on them.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def finished_run(project: Project, version: Any) -> Run:
+    run = runs.run_create(project=project, version=version, target_kind="uploaded", enqueue=False,
+                          outputs=[AgentOutput.model_validate(o) for o in perfect_outputs()])
+    return runs.run_execute_here(run.pk)
+
+
+@pytest.fixture
+def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, Any]:
+    """acme's objects (a baseline run and a candidate run), and one user per role."""
+    version = import_demo(acme)
+    base = finished_run(acme, version)
+    run = finished_run(acme, version)
+    assert run.status == Run.Status.COMPLETED
+    carol = make_user("carol", acme, Membership.Role.VIEWER)
+    dave = make_user("dave", acme, Membership.Role.ADMIN)
+    make_user("erin")
+    from evaluations.api.auth import token_create
+
+    token = token_create(user=alice, name="ci").token
+    result = run.results.select_related("case").first()
+    assert result is not None
+    triage = Triage.objects.create(project=acme, evalset=version.evalset, eval_id=result.case.eval_id,
+                                   baseline=base, candidate=run)
+    return {"base": base, "triage": triage,
+        "acme": acme, "version": version, "evalset": version.evalset, "case": version.cases.first(),
+        "run": run, "result": result, "token": token,
+        "alice": alice, "bob": bob, "carol": carol, "dave": dave,
+    }
+
+
+def url_of(route: Route, w: dict[str, Any]) -> str:
+    kwargs: dict[str, Any] = {}
+    pattern_kwargs = {
+        "evalset_detail": {"pk": w["evalset"].pk}, "evalset_trend": {"pk": w["evalset"].pk},
+        "version_original": {"pk": w["version"].pk}, "version_native": {"pk": w["version"].pk},
+        "case_detail": {"pk": w["case"].pk},
+        "project_members": {"slug": "acme"}, "project_activity": {"slug": "acme"},
+        "account_token_revoke": {"pk": w["token"].pk},
+        "triage_comment": {"pk": w["triage"].pk},
+        "run_case": {"run_pk": w["run"].pk, "result_pk": w["result"].pk},
+        "password_reset_confirm": {"uidb64": "MQ", "token": "set-password"},
+        "api_evalset": {"pk": w["evalset"].pk}, "api_evalset_versions": {"pk": w["evalset"].pk},
+        "api_evalset_cases": {"pk": w["evalset"].pk, "number": w["version"].number},
+    }
+    if route.name in pattern_kwargs:
+        kwargs = pattern_kwargs[route.name]
+    elif (route.name.startswith(("run_", "api_run_")) or route.name == "api_run") \
+            and route.name not in {"run_list", "run_new", "run_compare_pick"}:
+        kwargs = {"pk": w["run"].pk}
+    return reverse(route.name, kwargs=kwargs) + route.query.format(**ids(w))
+
+
+def ids(w: dict[str, Any]) -> dict[str, int]:
+    return {"run": w["run"].pk, "base": w["base"].pk, "result": w["result"].pk}
+
+
+def call(client: Client, route: Route, w: dict[str, Any]) -> Any:
+    url = url_of(route, w)
+    if route.method == "post":
+        return client.post(url, {k: v.format(**ids(w)) for k, v in route.data})
+    return client.get(url)
+
+
+def test_every_url_pattern_is_in_the_matrix() -> None:
+    names = _named_patterns(get_resolver().url_patterns)
+    assert names - set(BY_NAME) == set(), "add the new patterns to ROUTES"
+    assert set(BY_NAME) - names == set(), "ROUTES names patterns that no longer exist"
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: r.name)
+def test_anonymous_visitors_get_the_login_page_or_a_401_except_on_public_pages(route: Route,
+                                                                                world: dict[str, Any]) -> None:
+    response = call(Client(), route, world)
+    if route.kind == PUBLIC:
+        assert response.status_code in {200, 302}
+        if response.status_code == 302:  # a reset link redirects to its own form; logout to log in
+            assert route.name in {"password_reset_confirm", "logout"}
+    elif route.api or route.name == "demo_agent":
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"].startswith("Token")
+        if route.api:
+            assert response.json()["code"] == "not_authenticated"
+    else:
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("login") + "?next=")
+
+
+def test_the_admin_site_sends_anonymous_visitors_to_its_login(world: dict[str, Any]) -> None:
+    response = Client().get("/admin/")
+    assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.kind != PUBLIC and r.scoped], ids=lambda r: r.name)
+def test_a_user_of_another_project_gets_404_for_acmes_objects(route: Route, world: dict[str, Any]) -> None:
+    response = call(client_for(world["bob"]), route, world)
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.kind != PUBLIC and r.scoped and r.api],
+                         ids=lambda r: r.name)
+def test_another_projects_token_gets_404_from_the_api_too(route: Route, world: dict[str, Any]) -> None:
+    from evaluations.api.auth import token_create
+
+    secret = token_create(user=world["bob"], name="bob's ci").secret
+    client = Client(HTTP_AUTHORIZATION=f"Token {secret}")
+    response = call(client, route, world)
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.kind in {WRITE, ADMIN}], ids=lambda r: r.name)
+def test_a_viewer_cannot_write(route: Route, world: dict[str, Any]) -> None:
+    client = client_for(world["carol"])
+    client.post(reverse("project_switch"), {"project": world["acme"].pk})
+    response = call(client, route, world)
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.kind == READ and r.name not in {
+    "project_switch", "account_token_revoke", "demo_agent"}], ids=lambda r: r.name)
+def test_a_viewer_reads_every_page_of_the_project(route: Route, world: dict[str, Any]) -> None:
+    response = call(client_for(world["carol"]), route, world)
+    if route.name == "run_compare_pick":
+        assert response.status_code == 302 and response["Location"].startswith(reverse("compare"))
+    else:
+        assert response.status_code == 200
+
+
+def test_a_viewer_cannot_upload_start_or_change_runs_through_the_api(world: dict[str, Any]) -> None:
+    client = client_for(world["carol"])
+    upload = client.post(reverse("api_evalsets"), {"project": "acme", "file": open(  # noqa: SIM115
+        "evaluations/demo/travel_agent.evalset.json", "rb")})
+    assert upload.status_code == 403
+    start = client.post(reverse("api_runs"), {"evalset": world["evalset"].pk, "target_kind": "uploaded",
+                                              "outputs": perfect_outputs()}, content_type="application/json")
+    assert start.status_code == 403
+    config = client.post(reverse("api_configs"), {"project": "acme", "name": "x", "config": {"criteria": {}}},
+                         content_type="application/json")
+    assert config.status_code == 403
+    assert Run.objects.count() == 2
+
+
+def test_a_member_cannot_do_admin_actions(world: dict[str, Any]) -> None:
+    client = client_for(world["alice"])
+    assert call(client, BY_NAME["run_pin_baseline"], world).status_code == 403
+    members = reverse("project_members", args=["acme"])
+    assert client.post(members, MEMBERS_ADD).status_code == 403
+    carol = Membership.objects.get(user=world["carol"])
+    assert client.post(members, {"action": "change", "membership": carol.pk, "role": "admin"}).status_code == 403
+    assert client.post(members, {"action": "remove", "membership": carol.pk}).status_code == 403
+    assert Membership.objects.get(pk=carol.pk).role == Membership.Role.VIEWER
+    world["evalset"].refresh_from_db()
+    assert world["evalset"].baseline_run_id is None
+
+
+def test_an_admin_does_the_admin_actions(world: dict[str, Any]) -> None:
+    client = client_for(world["dave"])
+    assert call(client, BY_NAME["run_pin_baseline"], world).status_code == 302
+    assert client.post(reverse("project_members", args=["acme"]), MEMBERS_ADD).status_code == 302
+    world["evalset"].refresh_from_db()
+    assert world["evalset"].baseline_run_id == world["run"].pk
+    assert Membership.objects.filter(project=world["acme"], user__username="erin", role="viewer").exists()
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.method == "post" and not r.api
+                                   and r.name != "demo_agent"], ids=lambda r: r.name)
+def test_every_form_needs_the_csrf_token(route: Route, world: dict[str, Any]) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world["dave"])
+    response = call(client, route, world)
+    assert response.status_code == 403
+    assert b"CSRF" in response.content
