@@ -71,6 +71,21 @@ def bob_client(bob) -> Client:  # type: ignore[no-untyped-def]
 
 
 CHROMIUM = "/usr/bin/chromium"
+# As STACK.md measured: without the background-networking flags Chromium keeps trying to
+# reach Google's hosts from this closed network.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+@pytest.fixture(scope="module")
+def chromium():  # type: ignore[no-untyped-def]
+    """Debian's headless Chromium, driven by playwright (never a downloaded browser)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

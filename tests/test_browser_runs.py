@@ -25,35 +25,18 @@ from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 # ORM calls the test makes while it is running.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
-sync_api = pytest.importorskip("playwright.sync_api")
+from playwright import sync_api
+
 expect = sync_api.expect
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 XSS = '<img src=x onerror="window.__xss=1">'
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium"),
 ]
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 class Tab:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,27 +17,18 @@ from tests.compare_helpers import baseline_and_candidate
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
-sync_api = pytest.importorskip("playwright.sync_api")
+from playwright import sync_api
+
 expect = sync_api.expect
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 XSS = "<script>window.__xss=1</script>"
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
 ]
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def tab_for(chromium: Any, live_server: Any, username: str, password: str) -> Any:
