@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
+from evaluations.exports import case_native_dict
 from evaluations.models import (
     CaseResult,
     EvalCase,
@@ -323,12 +324,8 @@ def _build_target(run: Run) -> Any:
                         simulate_user=simulate_user)
 
 
-_CASE_FIELDS = ("eval_id", "name", "tags", "metadata", "session_input", "conversation",
-                "conversation_scenario", "rubrics", "criteria")
-
-
 def native_case(row: EvalCase) -> NativeCase:
-    return NativeCase.model_validate({f: getattr(row, f) for f in _CASE_FIELDS})
+    return NativeCase.model_validate(case_native_dict(row))
 
 
 def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],
