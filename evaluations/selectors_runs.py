@@ -589,13 +589,13 @@ class RunPage:
     criteria: list[str] = field(default_factory=list)
 
 
-def run_page(run: Run, filters: ResultFilters, *, can_write: bool) -> RunPage:
+def run_page(run: Run, filters: ResultFilters, *, can_write: bool, with_charts: bool = True) -> RunPage:
     criteria = run_criteria(run)
     summary = run_summary_view(run.summary)
     return RunPage(
         run=run_view(run),
         summary=summary,
-        charts=run_chart_data(run, summary, criteria) if summary is not None else None,
+        charts=run_chart_data(run, summary, criteria) if summary is not None and with_charts else None,
         table=results_table(run, criteria, filters),
         can_write=can_write,
         criteria=criteria,
