@@ -78,13 +78,13 @@ def triage_update(*, project: Project, evalset: EvalSet, eval_id: str, baseline:
 
     key = {"evalset": evalset, "eval_id": eval_id, "baseline": baseline, "candidate": candidate}
     with transaction.atomic():
-        triage = Triage.objects.select_for_update().select_related("assignee").filter(**key).first()
+        triage = Triage.objects.select_for_update(of=("self",)).select_related("assignee").filter(**key).first()
         if triage is None:
             try:
                 with transaction.atomic():
                     triage = Triage.objects.create(project=project, updated_by=actor, **key)
             except IntegrityError:  # someone created it between our read and write
-                triage = Triage.objects.select_for_update().select_related("assignee").get(**key)
+                triage = Triage.objects.select_for_update(of=("self",)).select_related("assignee").get(**key)
         before = {"status": triage.status, "assignee": _username(triage.assignee)}
         if status is not None:
             triage.status = status
