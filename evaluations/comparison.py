@@ -43,6 +43,7 @@ again with a new time and its comparisons are recomputed on the next view.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -57,7 +58,7 @@ from evaluations.models import CaseResult, Comparison, Run, Score
 
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
 # version are recomputed on their next view.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -476,6 +477,17 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
 # --- Cache --------------------------------------------------------------------------------
 
 
+def _stored(baseline: Run, candidate: Run, *fields: str) -> Comparison | None:
+    """The stored comparison of two finished runs if it is still current, loading `fields`."""
+    stored = (Comparison.objects.filter(baseline=baseline, candidate=candidate)
+              .only("version", "baseline_finished_at", "candidate_finished_at", *fields).first())
+    if (stored is not None and stored.version == SUMMARY_VERSION
+            and stored.baseline_finished_at == baseline.finished_at
+            and stored.candidate_finished_at == candidate.finished_at):
+        return stored
+    return None
+
+
 def comparison_get(*, baseline: Run, candidate: Run) -> dict[str, Any]:
     """The comparison summary of two runs: stored, or computed and stored.
 
@@ -485,11 +497,8 @@ def comparison_get(*, baseline: Run, candidate: Run) -> dict[str, Any]:
     second writer simply overwrites with the same numbers."""
     cacheable = baseline.is_finished and candidate.is_finished
     if cacheable:
-        stored = (Comparison.objects.filter(baseline=baseline, candidate=candidate)
-                  .only("summary", "baseline_finished_at", "candidate_finished_at").first())
-        if (stored is not None and stored.baseline_finished_at == baseline.finished_at
-                and stored.candidate_finished_at == candidate.finished_at
-                and (stored.summary or {}).get("version") == SUMMARY_VERSION):
+        stored = _stored(baseline, candidate, "summary")
+        if stored is not None:
             return stored.summary
     summary = compare(run_data(baseline), run_data(candidate))
     if cacheable:
@@ -498,9 +507,39 @@ def comparison_get(*, baseline: Run, candidate: Run) -> dict[str, Any]:
                 baseline=baseline, candidate=candidate,
                 defaults={"summary": summary, "computed_at": timezone.now(),
                           "baseline_finished_at": baseline.finished_at,
-                          "candidate_finished_at": candidate.finished_at},
+                          "candidate_finished_at": candidate.finished_at,
+                          "version": SUMMARY_VERSION, "counts": summary["counts"],
+                          "walk": json.dumps(walk_rows(summary), separators=(",", ":"))},
             )
     return summary
+
+
+# A case in the comparison's order, as the drill-down walks it: (status, candidate result id, eval_id).
+WalkRow = tuple[str, int | None, str]
+
+
+def walk_rows(summary: dict[str, Any]) -> list[WalkRow]:
+    return [(case["s"], case["cr"], case["id"]) for case in summary["cases"]]
+
+
+@dataclass(frozen=True)
+class WalkData:
+    counts: dict[str, int]
+    rows: list[WalkRow]
+
+
+def comparison_walk(*, baseline: Run, candidate: Run) -> WalkData:
+    """The status counts and case order of a comparison, without the rest of the summary.
+
+    A case drill-down needs only these; for two finished runs they come from the stored
+    comparison's compact columns (decoding the whole summary of a 10,000-case comparison
+    would cost more than the rest of the page)."""
+    if baseline.is_finished and candidate.is_finished:
+        stored = _stored(baseline, candidate, "counts", "walk")
+        if stored is not None and stored.walk:
+            return WalkData(stored.counts, [(s, cr, eval_id) for s, cr, eval_id in json.loads(stored.walk)])
+    summary = comparison_get(baseline=baseline, candidate=candidate)
+    return WalkData(summary["counts"], walk_rows(summary))
 
 
 def default_baseline(candidate: Run) -> Run | None:
@@ -559,9 +598,36 @@ def filter_cases(summary: dict[str, Any], status: str, q: str = "") -> list[dict
             if (status == "all" or case["s"] == status) and (not q or q in case["id"].casefold())]
 
 
-def default_filter(summary: dict[str, Any]) -> str:
+def filter_walk(rows: list[WalkRow], status: str, q: str = "") -> list[WalkRow]:
+    """`filter_cases` for the drill-down's compact rows."""
+    q = q.strip().casefold()
+    return [row for row in rows if (status == "all" or row[0] == status) and (not q or q in row[2].casefold())]
+
+
+def csv_rows(summary: dict[str, Any], cases: list[dict[str, Any]]) -> Iterable[list[Any]]:
+    """The comparison as a table, one row per case of `cases` (the summary's, maybe filtered):
+    status, both outcomes, and per criterion the baseline and candidate scores and their delta."""
+    names = [c["name"] for c in summary["criteria"]]
+    indices = {id(case): i for i, case in enumerate(summary["cases"])}
+    by_criterion = {name: scores_by_case(summary, name) for name in names}
+    yield ["eval_id", "status", "baseline_outcome", "candidate_outcome", "baseline_passed", "baseline_repeats",
+           "candidate_passed", "candidate_repeats", "baseline_result_id", "candidate_result_id",
+           *(f"{name}:{side}" for name in names for side in ("baseline", "candidate", "delta"))]
+    for case in cases:
+        row: list[Any] = [case["id"], STATUSES[case["s"]].label, case["bo"] or "", case["co"] or "",
+                          case["bp"], case["bn"], case["cp"], case["cn"], case["br"], case["cr"]]
+        for name in names:
+            pair = by_criterion[name].get(indices[id(case)])
+            if pair is None:
+                row += [None, None, None]
+            else:
+                row += [pair[0], pair[1], round(pair[1] - pair[0], 4)]
+        yield row
+
+
+def default_filter(counts: dict[str, int]) -> str:
     """Regressions only when there are any: the question a comparison answers first."""
-    return REGRESSED if summary["counts"].get(REGRESSED) else "all"
+    return REGRESSED if counts.get(REGRESSED) else "all"
 
 
 def scores_by_case(summary: dict[str, Any], criterion: str) -> dict[int, tuple[float, float]]:

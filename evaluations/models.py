@@ -453,6 +453,12 @@ class Comparison(models.Model):
     candidate_finished_at = models.DateTimeField(null=True, blank=True)
     computed_at = models.DateTimeField(default=timezone.now)
     summary = models.JSONField(default=dict)  # counts, per-case statuses, per-criterion statistics
+    # What the case drill-down needs, readable without decoding the (large) summary: the
+    # summary's version and status counts, and its case order as compact JSON
+    # `[[status, candidate result id or null, eval_id], ...]` (see comparison.walk_rows).
+    version = models.PositiveSmallIntegerField(default=0)
+    counts = models.JSONField(default=dict)
+    walk = models.TextField(default="", blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["baseline", "candidate"], name="comparison_unique_pair")]

@@ -232,6 +232,31 @@ def test_the_walk_follows_the_filter_it_was_given(pair: tuple[Run, Run], alice_c
     assert prev_link is not None and "status=all" in prev_link.group(1)
 
 
+def test_the_walk_is_read_from_the_stored_comparisons_compact_columns(pair: tuple[Run, Run],
+                                                                      alice_client: Client) -> None:
+    from evaluations import comparison
+    from evaluations.models import Comparison
+
+    baseline, candidate = pair
+    stored = Comparison.objects.get(baseline=baseline, candidate=candidate)
+    assert stored.version == comparison.SUMMARY_VERSION
+    assert stored.counts == stored.summary["counts"]
+    assert json.loads(stored.walk) == [[c["s"], c["cr"], c["id"]] for c in stored.summary["cases"]]
+    # Reorder the stored walk: the drill-down follows it (it does not decode the summary).
+    rows = json.loads(stored.walk)
+    tokyo = next(row for row in rows if row[2] == "weather_tokyo")
+    rows.remove(tokyo)
+    Comparison.objects.filter(pk=stored.pk).update(walk=json.dumps([tokyo, *rows]))
+    page = html(alice_client.get(drill_url(candidate, "weather_tokyo", baseline=baseline.pk, status="all")))
+    assert "case 1 of 8" in page
+    # A walk stored by an older version is recomputed and stored again.
+    Comparison.objects.filter(pk=stored.pk).update(version=0, walk="")
+    page = html(alice_client.get(drill_url(candidate, "weather_tokyo", baseline=baseline.pk, status="all")))
+    assert "case 2 of 8" in page
+    stored.refresh_from_db()
+    assert stored.version == comparison.SUMMARY_VERSION and json.loads(stored.walk)[1][2] == "weather_tokyo"
+
+
 # --- Size ---------------------------------------------------------------------------------
 
 

@@ -499,22 +499,22 @@ def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_r
     )
 
 
-def stepper(summary: dict[str, Any], walk: Walk, eval_id: str, run: Run) -> tuple[comparison.StatusStyle | None,
-                                                                                     Stepper]:
+def stepper(walk_data: comparison.WalkData, walk: Walk, eval_id: str,
+            run: Run) -> tuple[comparison.StatusStyle | None, Stepper]:
     """Where the case sits in the comparison's filtered list, and its neighbours that the
     candidate has (a removed case has no candidate result to open)."""
-    status = next((comparison.STATUSES[c["s"]] for c in summary["cases"] if c["id"] == eval_id), None)
-    rows = comparison.filter_cases(summary, walk.status, walk.q)
-    index = next((i for i, c in enumerate(rows) if c["id"] == eval_id), None)
+    status = next((comparison.STATUSES[s] for s, _, case_id in walk_data.rows if case_id == eval_id), None)
+    rows = comparison.filter_walk(walk_data.rows, walk.status, walk.q)
+    index = next((i for i, row in enumerate(rows) if row[2] == eval_id), None)
     query = walk.query()
 
-    def url(row: dict[str, Any]) -> str:
-        return reverse("run_case", args=[run.pk, row["cr"]]) + query
+    def url(result_pk: int) -> str:
+        return reverse("run_case", args=[run.pk, result_pk]) + query
 
     previous_url = next_url = None
     if index is not None:
-        previous_url = next((url(r) for r in reversed(rows[:index]) if r["cr"] is not None), None)
-        next_url = next((url(r) for r in rows[index + 1:] if r["cr"] is not None), None)
+        previous_url = next((url(cr) for _, cr, _ in reversed(rows[:index]) if cr is not None), None)
+        next_url = next((url(cr) for _, cr, _ in rows[index + 1:] if cr is not None), None)
     page = (index // CASES_PER_PAGE + 1) if index is not None else 1
     label = "case" if walk.status == "all" else comparison.STATUSES[walk.status].label
     return status, Stepper(index + 1 if index is not None else 0, len(rows), label, previous_url, next_url,
@@ -541,10 +541,10 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
     page = drill_page(run=run, result=result, baseline=baseline, baseline_result=baseline_result)
     triage_panel: dict[str, Any] | None = None
     if baseline is not None:
-        summary = comparison.comparison_get(baseline=baseline, candidate=run)
-        status = request.GET.get("status") or comparison.default_filter(summary)
+        walk_data = comparison.comparison_walk(baseline=baseline, candidate=run)
+        status = request.GET.get("status") or comparison.default_filter(walk_data.counts)
         walk = Walk(baseline.pk, run.pk, status if status in FILTERS else "all", request.GET.get("q", "").strip())
-        page.status, page.stepper = stepper(summary, walk, result.case.eval_id, run)
+        page.status, page.stepper = stepper(walk_data, walk, result.case.eval_id, run)
         # The case's triage in this comparison: read by everyone, changed by members.
         triage_panel = panel_context(user=request.user, project=run.project, candidate=run, result=result,
                                      baseline=baseline)
