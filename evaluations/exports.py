@@ -3,8 +3,10 @@ EvalReport JSON, a wide CSV, and watsonx-style metric records."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import groupby
 from typing import Any
 
@@ -263,3 +265,26 @@ def run_upsonic_chunks(run: Run) -> Iterator[str]:
         yield ("\n  " if first else ",\n  ") + json.dumps(case, ensure_ascii=False)
         first = False
     yield "\n]}\n"
+
+
+# A cell a spreadsheet would run as a formula (OWASP "CSV injection"): such text is written
+# with a leading apostrophe, so eval ids, outputs and justifications stay text when opened.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def csv_lines(rows: Iterable[list[Any]]) -> Iterator[str]:
+    """Rows as CSV text, a line at a time (for a streaming download)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    for row in rows:
+        writer.writerow([_csv_cell(value) for value in row])
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+

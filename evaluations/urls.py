@@ -20,6 +20,7 @@ urlpatterns = [
     path("account/tokens/<int:pk>/revoke/", accounts.token_revoke_view, name="account_token_revoke"),
     path("demo/agent/", demo.demo_agent, name="demo_agent"),
     path("compare/", compare.compare, name="compare"),
+    path("compare/export.csv", compare.compare_csv, name="compare_csv"),
     path("runs/<int:run_pk>/cases/<int:result_pk>/", drilldown.run_case, name="run_case"),
     path("triage/", triage_views.triage_update, name="triage_update"),
     path("triage/<int:pk>/comments/", triage_views.triage_comment, name="triage_comment"),

@@ -268,3 +268,63 @@ def test_a_finished_run_is_compared_with_its_default_baseline_when_it_completes(
     stored = Comparison.objects.get(baseline=baseline, candidate=candidate)
     assert stored.candidate_finished_at == candidate.finished_at
     assert stored.summary["counts"]["regressed"] == 2
+
+
+# --- CSV download -------------------------------------------------------------------------
+
+
+def csv_table(response: Any) -> list[list[str]]:
+    import csv
+    import io
+
+    assert response["Content-Type"].startswith("text/csv")
+    return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+
+def test_the_comparison_downloads_as_csv_with_scores_and_deltas(pair: tuple[Run, Run],
+                                                                 alice_client: Client) -> None:
+    baseline, candidate = pair
+    response = alice_client.get(reverse("compare_csv") + f"?baseline={baseline.pk}&candidate={candidate.pk}")
+    assert response.status_code == 200
+    assert f"compare-{baseline.pk}-{candidate.pk}.csv" in response["Content-Disposition"]
+    header, *rows = csv_table(response)
+    assert header[:4] == ["eval_id", "status", "baseline_outcome", "candidate_outcome"]
+    summary = Comparison.objects.get(baseline=baseline, candidate=candidate).summary
+    assert [row[0] for row in rows] == [case["id"] for case in summary["cases"]]
+    by_id = {row[0]: dict(zip(header, row, strict=True)) for row in rows}
+    assert by_id["weather_tokyo"]["status"] == "regressed"
+    assert by_id["weather_tokyo"]["baseline_outcome"] == "pass" and by_id["weather_tokyo"]["candidate_outcome"] == "fail"
+    # per criterion: baseline, candidate and delta columns, the delta their difference
+    criterion = summary["criteria"][0]["name"]
+    for row in by_id.values():
+        before, after, delta = (row[f"{criterion}:{side}"] for side in ("baseline", "candidate", "delta"))
+        if before and after:
+            assert float(delta) == pytest.approx(float(after) - float(before), abs=1e-3)
+    # the page's filter applies: only the regressions
+    response = alice_client.get(reverse("compare_csv")
+                                + f"?baseline={baseline.pk}&candidate={candidate.pk}&status=regressed")
+    assert sorted(row[0] for row in csv_table(response)[1:]) == ["order_status", "weather_tokyo"]
+
+
+def test_the_compare_page_links_its_csv(pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    page = html(alice_client.get(compare_url(candidate, baseline)))
+    assert f'{reverse("compare_csv")}?baseline={baseline.pk}&amp;candidate={candidate.pk}' in page
+
+
+def test_the_comparison_csv_keeps_formulas_as_text(acme: Project, alice_client: Client) -> None:
+    version = generated_version(acme, 3, eval_set_id="formulas")
+    baseline = make_run(acme, version, generated_outputs(3))
+    candidate = make_run(acme, version, generated_outputs(3, wrong={1}))
+    summary = Comparison.objects.get(baseline=baseline, candidate=candidate).summary
+    summary["cases"][0]["id"] = '=HYPERLINK("http://evil.example","x")'
+    Comparison.objects.filter(baseline=baseline, candidate=candidate).update(summary=summary)
+    rows = csv_table(alice_client.get(reverse("compare_csv") + f"?baseline={baseline.pk}&candidate={candidate.pk}"))
+    assert rows[1][0] == "'=HYPERLINK(\"http://evil.example\",\"x\")"
+
+
+def test_the_comparison_csv_of_another_projects_runs_is_not_found(pair: tuple[Run, Run],
+                                                                   bob_client: Client) -> None:
+    baseline, candidate = pair
+    response = bob_client.get(reverse("compare_csv") + f"?baseline={baseline.pk}&candidate={candidate.pk}")
+    assert response.status_code == 404

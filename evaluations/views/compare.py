@@ -15,13 +15,13 @@ from urllib.parse import urlencode
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
-from evaluations import comparison
+from evaluations import comparison, exports
 from evaluations.charts import fmt_seconds, to_html
 from evaluations.charts.compare import (
     DeltaBar,
@@ -324,7 +324,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     if all(run.pk != baseline.pk for run in choices):  # e.g. a pinned baseline older than the 50 shown
         context["choices"] = [(baseline.pk, run_label(baseline)), *context["choices"]]
     summary = comparison.comparison_get(baseline=baseline, candidate=candidate)
-    status = request.GET.get("status") or comparison.default_filter(summary)
+    status = request.GET.get("status") or comparison.default_filter(summary["counts"])
     if status not in FILTERS:
         status = "all"
     page = compare_page(baseline=baseline, candidate=candidate, summary=summary, status=status,
@@ -337,3 +337,27 @@ def compare(request: HttpRequest) -> HttpResponse:
         response = render(request, "evaluations/compare/compare.html", context)
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+@login_required
+@require_GET
+def compare_csv(request: HttpRequest) -> StreamingHttpResponse:
+    """The comparison's cases as CSV (`?baseline=&candidate=`, and the page's `status` / `q`
+    filters): one row per case with both outcomes and per-criterion scores and deltas."""
+    visible = runs_visible_to(request.user).select_related("evalset_version__evalset__baseline_run")
+    candidate = get_object_or_404(visible, pk=parse_id(request.GET.get("candidate")) or 0)
+    baseline_id = parse_id(request.GET.get("baseline"))
+    if request.GET.get("baseline") and baseline_id is None:
+        raise Http404("no such run")
+    baseline = (get_object_or_404(visible, pk=baseline_id, project=candidate.project) if baseline_id is not None
+                else comparison.default_baseline(candidate))
+    if baseline is None or baseline.pk == candidate.pk:
+        raise Http404("no baseline to compare with")
+    summary = comparison.comparison_get(baseline=baseline, candidate=candidate)
+    status = request.GET.get("status", "all")
+    cases = comparison.filter_cases(summary, status if status in FILTERS else "all", request.GET.get("q", ""))
+    response = StreamingHttpResponse(exports.csv_lines(comparison.csv_rows(summary, cases)),
+                                     content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="compare-{baseline.pk}-{candidate.pk}.csv"'
+    return response
+
