@@ -67,6 +67,7 @@ ROUTES = [
     Route("project_activity", READ),
     Route("demo_agent", READ, "post", scoped=False),
     Route("compare", READ, query="?baseline={base}&candidate={run}"),
+    Route("compare_csv", READ, query="?baseline={base}&candidate={run}"),
     Route("run_case", READ),
     Route("run_list", READ, scoped=False),
     Route("run_new", WRITE, scoped=False),
