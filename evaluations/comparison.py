@@ -480,7 +480,7 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
 def _stored(baseline: Run, candidate: Run, *fields: str) -> Comparison | None:
     """The stored comparison of two finished runs if it is still current, loading `fields`."""
     stored = (Comparison.objects.filter(baseline=baseline, candidate=candidate)
-              .only("version", "baseline_finished_at", "candidate_finished_at", *fields).first())
+              .only("version", "computed_at", "baseline_finished_at", "candidate_finished_at", *fields).first())
     if (stored is not None and stored.version == SUMMARY_VERSION
             and stored.baseline_finished_at == baseline.finished_at
             and stored.candidate_finished_at == candidate.finished_at):
@@ -512,6 +512,15 @@ def comparison_get(*, baseline: Run, candidate: Run) -> dict[str, Any]:
                           "walk": json.dumps(walk_rows(summary), separators=(",", ":"))},
             )
     return summary
+
+
+def stored_stamp(*, baseline: Run, candidate: Run) -> str | None:
+    """What identifies the stored comparison of two finished runs while it is current (pages
+    derived from it are cached under it); None when there is none or the runs are going."""
+    if not (baseline.is_finished and candidate.is_finished):
+        return None
+    stored = _stored(baseline, candidate)
+    return f"{stored.pk}@{stored.computed_at.timestamp()}" if stored is not None else None
 
 
 # A case in the comparison's order, as the drill-down walks it: (status, candidate result id, eval_id).

@@ -21,7 +21,7 @@ import nh3
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max, OuterRef, QuerySet, Subquery
+from django.db.models import Count, F, Max, OuterRef, QuerySet, Subquery
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
@@ -181,6 +181,14 @@ def triage_by_case(*, baseline: Run, candidate: Run, eval_ids: list[str]) -> dic
     return {t.eval_id: t for t in Triage.objects.select_related("assignee")
             .filter(baseline=baseline, candidate=candidate, evalset_id=candidate.evalset_version.evalset_id,
                     eval_id__in=eval_ids)}
+
+
+def triage_stamp(*, baseline: Run, candidate: Run) -> str:
+    """Changes whenever a triage of the pair is created or changed (a cached compare page,
+    whose cases table shows the triage, is keyed by it): one aggregate query."""
+    stamp = Triage.objects.filter(baseline=baseline, candidate=candidate).aggregate(n=Count("pk"),
+                                                                                  last=Max("updated_at"))
+    return f"{stamp['n']}@{stamp['last'].timestamp() if stamp['last'] else 0}"
 
 
 def project_members(project: Project) -> list[Any]:

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
@@ -208,9 +209,37 @@ def test_the_comparison_is_stored_and_reused(pair: tuple[Run, Run], alice_client
     # Make the stored numbers recognisably different: a reused comparison shows them.
     stored.summary["counts"]["regressed"] = 99
     stored.save()
+    # The page body rendered from it is cached too: the same HTML until the cache is emptied.
+    page = html(alice_client.get(compare_url(candidate, baseline)))
+    assert "2 regressions" in page
+    cache.clear()
     page = html(alice_client.get(compare_url(candidate, baseline)))
     assert "99 regressions" in page
     assert Comparison.objects.count() == 1
+
+
+def test_a_triage_change_shows_on_the_cached_page(pair: tuple[Run, Run], alice: Any, alice_client: Client) -> None:
+    from evaluations import triage
+
+    baseline, candidate = pair
+    url = compare_url(candidate, baseline, status="regressed")
+    page = html(alice_client.get(url))
+    assert "untriaged" in page and "Expected change" not in page
+    triage.triage_update(project=candidate.project, evalset=candidate.evalset_version.evalset, eval_id="weather_tokyo",
+                         baseline=baseline, candidate=candidate, status="expected", actor=alice)
+    page = html(alice_client.get(url))
+    assert "Expected change" in page
+
+
+def test_the_cached_body_is_kept_per_filter_and_for_htmx_apart(pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    regressed = html(alice_client.get(compare_url(candidate, baseline, status="regressed")))
+    everything = html(alice_client.get(compare_url(candidate, baseline, status="all")))
+    assert len(table_ids(regressed)) == 2 and len(table_ids(everything)) == 8
+    partial = html(alice_client.get(compare_url(candidate, baseline, status="all"), HTTP_HX_REQUEST="true"))
+    assert "<html" not in partial and len(table_ids(partial)) == 8
+    again = html(alice_client.get(compare_url(candidate, baseline, status="all")))
+    assert again.count("<html") == 1 and len(table_ids(again)) == 8
 
 
 def test_a_run_that_finishes_again_invalidates_its_comparisons(pair: tuple[Run, Run],
