@@ -21,7 +21,9 @@ import json
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from evaluations.schemas.text import without_nul
 
 
 class _Native(BaseModel):
@@ -132,6 +134,11 @@ class EvalCase(_Native):
     conversation_scenario: ConversationScenario | None = None
     rubrics: list[Rubric] = Field(default_factory=list)
     criteria: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        return without_nul(data)  # see evaluations.schemas.text
 
 
 class EvalSet(_Native):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evaluations.schemas.evalset import ToolCall, TrajectoryStep
+from evaluations.schemas.text import without_nul
 
 
 class _Output(BaseModel):
@@ -65,6 +66,11 @@ class AgentOutput(_Output):
     # The agent's trace as OTLP JSON (`resourceSpans`), kept for the trace pages; tool calls
     # and trajectory steps are derived from it when the turns carry none.
     trace: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        return without_nul(data)  # see evaluations.schemas.text
 
     def usage(self) -> Usage:
         """Token and cost totals over the turns (a turn's total counts even when it reports
