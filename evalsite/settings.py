@@ -76,6 +76,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc as local static files (no CDN)
     "django_htmx",
     "django_q",
     "evaluations",
@@ -242,9 +244,49 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.BasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "evaluations.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "evaluations.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON only: every answer, errors included, is JSON (Swagger UI at /api/docs/ browses it).
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        # JSON bodies are held to the upload limit too (413 in the error shape).
+        "evaluations.api.parsers.JSONParser",
+        "evaluations.api.parsers.FormParser",
+        "evaluations.api.parsers.MultiPartParser",
+    ],
+    # Off unless EVALSITE_API_RATE is set (e.g. "600/minute"): per user, or per address
+    # for anonymous requests; a throttled request gets 429 in the error shape.
+    "DEFAULT_THROTTLE_CLASSES": ["evaluations.api.throttling.ApiRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api": os.environ.get("EVALSITE_API_RATE") or None},
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "evalsite API",
+    "DESCRIPTION": (
+        "Eval sets, runs, results, comparisons, triage and projects of evalsite. "
+        "Authenticate with `Authorization: Token <token>` (create one on your account page). "
+        "Every error has the same body: `{code, message, problems, problem_count}`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # No request leaves the server: the validator badge would call validator.swagger.io.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "persistAuthorization": True, "validatorUrl": None},
+    # `<id:pk>` in API paths (evaluations.api.converters): at most 18 digits.
+    "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}},
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "evaluations.models.Run.Status",
+        "ResultStatusEnum": "evaluations.models.CaseResult.Status",
+        "TriageStatusEnum": "evaluations.models.Triage.Status",
+        "RoleEnum": "evaluations.models.Membership.Role",
+        "LevelEnum": "evaluations.models.Score.Level",
+        "CaseOutcomeEnum": ["pass", "fail", "error", "mixed"],  # a case over its repeats (comparison.py)
+    },
 }
 
 # --- Security (hardened when DEBUG is off) --------------------------------------------------
@@ -260,7 +302,10 @@ if env_bool("EVALSITE_HTTPS", False):
     SECURE_HSTS_SECONDS = env_int("EVALSITE_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
+    # TLS ends at the proxy, which must set X-Forwarded-Proto (and strip it from clients).
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # Load balancers and `up` probe /healthz over plain HTTP from inside the network.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
 LOGGING = {
     "version": 1,

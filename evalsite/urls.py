@@ -1,7 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from evaluations.api.errors import api_not_found
 from evaluations.views.health import healthz
 
 urlpatterns = [
@@ -19,5 +21,16 @@ urlpatterns = [
     path("accounts/reset/done/", auth_views.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("evaluations.api.urls")),
+    # The OpenAPI 3 schema and its docs page (Swagger UI, from local static files: no CDN).
+    path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    # Anything else under /api/ is a JSON 404, never the HTML page (and never a slash redirect).
+    re_path(r"^api/", api_not_found),
     path("", include("evaluations.urls")),
 ]
+
+# Errors outside the API views (middleware, Django's own checks): JSON under /api/, pages elsewhere.
+handler400 = "evaluations.api.errors.handler400"
+handler403 = "evaluations.api.errors.handler403"
+handler404 = "evaluations.api.errors.handler404"
+handler500 = "evaluations.api.errors.handler500"

@@ -96,6 +96,30 @@ ROUTES = [
     Route("api_run_upsonic", READ, api=True),
     Route("api_run_metrics", READ, api=True),
     Route("api_configs", READ, api=True, scoped=False),
+    Route("api_evalset_version", READ, api=True),
+    Route("api_evalset_version_native", READ, api=True),
+    Route("api_evalset_version_original", READ, api=True),
+    Route("api_evalset_trend", READ, api=True),
+    Route("api_case", READ, api=True),
+    Route("api_run_summary", READ, api=True),
+    Route("api_run_result", READ, api=True),
+    Route("api_run_metric_results", READ, api=True),
+    Route("api_run_wide", READ, api=True),
+    Route("api_run_pin", ADMIN, "post", api=True),
+    Route("api_triage", READ, api=True, scoped=False),
+    Route("api_triage_detail", READ, api=True),
+    Route("api_triage_comments", READ, api=True),
+    Route("api_review", READ, api=True, scoped=False),
+    Route("api_projects", READ, api=True, scoped=False),
+    Route("api_project", READ, api=True),
+    Route("api_project_members", READ, api=True),
+    Route("api_project_member", READ, api=True),
+    Route("api_project_activity", READ, api=True),
+    Route("api_tokens", READ, api=True, scoped=False),
+    Route("api_token_revoke", READ, "post", api=True),  # your own tokens only: anyone else's is a 404
+    Route("api_schema", PUBLIC, scoped=False),
+    Route("api_docs", PUBLIC, scoped=False),
+    Route("api_compare", READ, api=True, query="?baseline={base}&candidate={run}"),
 ]
 BY_NAME = {r.name: r for r in ROUTES}
 # The members page's writes and the upload/run APIs take the project in the body, not the URL.
@@ -176,6 +200,15 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "password_reset_confirm": {"uidb64": "MQ", "token": "set-password"},
         "api_evalset": {"pk": w["evalset"].pk}, "api_evalset_versions": {"pk": w["evalset"].pk},
         "api_evalset_cases": {"pk": w["evalset"].pk, "number": w["version"].number},
+        "api_evalset_version": {"pk": w["evalset"].pk, "number": w["version"].number},
+        "api_evalset_version_native": {"pk": w["evalset"].pk, "number": w["version"].number},
+        "api_evalset_version_original": {"pk": w["evalset"].pk, "number": w["version"].number},
+        "api_evalset_trend": {"pk": w["evalset"].pk}, "api_case": {"pk": w["case"].pk},
+        "api_run_result": {"pk": w["run"].pk, "result_pk": w["result"].pk},
+        "api_triage_detail": {"pk": w["triage"].pk}, "api_triage_comments": {"pk": w["triage"].pk},
+        "api_project": {"slug": "acme"}, "api_project_members": {"slug": "acme"},
+        "api_project_activity": {"slug": "acme"}, "api_token_revoke": {"pk": w["token"].pk},
+        "api_project_member": {"slug": "acme", "pk": Membership.objects.get(user=w["alice"]).pk},
     }
     if route.name in pattern_kwargs:
         kwargs = pattern_kwargs[route.name]
@@ -251,7 +284,7 @@ def test_a_viewer_cannot_write(route: Route, world: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.kind == READ and r.name not in {
-    "project_switch", "account_token_revoke", "demo_agent"}], ids=lambda r: r.name)
+    "project_switch", "account_token_revoke", "demo_agent", "api_token_revoke"}], ids=lambda r: r.name)
 def test_a_viewer_reads_every_page_of_the_project(route: Route, world: dict[str, Any]) -> None:
     response = call(client_for(world["carol"]), route, world)
     if route.name == "run_compare_pick":

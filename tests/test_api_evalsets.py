@@ -113,3 +113,71 @@ def test_cases_are_listed_paginated_and_filterable(alice_client: Client) -> None
     assert [c["eval_id"] for c in searched["results"]] == ["flight_search_lis"]
     versions = alice_client.get(f"/api/v1/evalsets/{pk}/versions/").json()["results"]
     assert [v["number"] for v in versions] == [1]
+
+
+# --- Versions, downloads, one case, the trend ------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_version_its_downloads_and_one_case(alice_client: Client, bob_client: Client) -> None:
+    import json
+
+    evalset = _upload(alice_client, project="acme").json()["results"][0]["evalset"]["id"]
+    version = alice_client.get(f"/api/v1/evalsets/{evalset}/versions/1/").json()
+    assert (version["number"], version["case_count"], version["source_format"]) == (1, 8, "native")
+    original = alice_client.get(f"/api/v1/evalsets/{evalset}/versions/1/original/")
+    assert original.status_code == 200 and original.content == DEMO.read_bytes()
+    native = json.loads(b"".join(alice_client.get(f"/api/v1/evalsets/{evalset}/versions/1/native/").streaming_content))
+    assert native["eval_set_id"] == "demo_travel_agent" and len(native["eval_cases"]) == 8
+    case = alice_client.get(f"/api/v1/evalsets/{evalset}/versions/1/cases/?q=tokyo").json()["results"][0]
+    detail = alice_client.get(f"/api/v1/cases/{case['id']}/").json()
+    assert (detail["eval_id"], detail["project"], detail["evalset"], detail["version"]) == (
+        "weather_tokyo", "acme", evalset, 1)
+    assert detail["conversation"][0]["expected_tool_trajectory"][0]["name"] == "get_weather"
+    for url in (f"/api/v1/evalsets/{evalset}/versions/1/", f"/api/v1/evalsets/{evalset}/versions/1/original/",
+                f"/api/v1/evalsets/{evalset}/versions/1/native/", f"/api/v1/cases/{case['id']}/"):
+        assert bob_client.get(url).status_code == 404
+    assert alice_client.get(f"/api/v1/evalsets/{evalset}/versions/2/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_trend_gives_pass_rates_and_where_each_case_started_failing(alice_client: Client,
+                                                                        acme: Project) -> None:
+    from tests.api_helpers import demo_runs, finished_run
+    from tests.engine_helpers import regressed_outputs
+
+    base, run = demo_runs(acme)
+    third = finished_run(acme, regressed_outputs())
+    evalset = base.evalset_version.evalset_id
+    body = alice_client.get(f"/api/v1/evalsets/{evalset}/trend/").json()
+    assert [r["id"] for r in body["runs"]] == [base.pk, run.pk, third.pk]
+    assert [r["pass_rate"] for r in body["runs"]] == [1.0, 0.75, 0.75]
+    assert body["runs"][0]["latency_p95"] == pytest.approx(base.summary["latency"]["p95"])
+    cases = {c["eval_id"]: c for c in body["cases"]}
+    assert body["count"] == 8 and len(cases) == 8 and body["more_runs"] is False
+    assert cases["weather_tokyo"]["outcomes"] == ["pass", "fail", "fail"]
+    assert (cases["weather_tokyo"]["failing_since"], cases["weather_tokyo"]["runs_failing"]) == (run.pk, 2)
+    assert cases["weather_paris_followup"]["failing_since"] is None
+    failing = alice_client.get(f"/api/v1/evalsets/{evalset}/trend/?failing=true&limit=1").json()
+    assert failing["count"] == 2 and len(failing["cases"]) == 1 and failing["next"]
+    assert alice_client.get(f"/api/v1/evalsets/{evalset}/trend/?limit=0").status_code == 400
+
+
+@pytest.mark.django_db
+def test_eval_set_lists_cost_the_same_queries_for_more_rows(alice_client: Client, acme: Project,
+                                                            django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+    from evaluations.formats import SourceFile
+    from evaluations.services import evalset_import
+
+    for n in range(4):
+        doc = {"eval_set_id": f"set_{n}", "eval_cases": [{"eval_id": f"c{i}", "conversation": []} for i in range(3)]}
+        import json
+
+        evalset_import(project=acme, files=[SourceFile(f"set_{n}.evalset.json", json.dumps(doc).encode())])
+    with django_assert_max_num_queries(6):
+        assert alice_client.get("/api/v1/evalsets/").json()["count"] == 4
+    evalset = EvalSet.objects.get(eval_set_id="set_0")
+    with django_assert_max_num_queries(7):
+        assert alice_client.get(f"/api/v1/evalsets/{evalset.pk}/versions/1/cases/").json()["count"] == 3
+    with django_assert_max_num_queries(7):
+        alice_client.get(f"/api/v1/evalsets/{evalset.pk}/versions/")

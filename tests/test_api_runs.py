@@ -162,3 +162,60 @@ def test_the_upsonic_export_gives_reliability_and_performance_over_iterations(al
     assert all(r["memory_peak_bytes"] >= 0 for r in perf["all_runs"])
     assert perf["latency_stats"]["min"] <= perf["latency_stats"]["median"] <= perf["latency_stats"]["max"]
     assert cases["smalltalk_no_tools"]["reliability"] == []  # no expected tools: an error, as in Upsonic
+
+
+@pytest.mark.django_db
+def test_runs_filter_by_eval_set_status_branch_tag_and_commit(alice_client: Client, acme: Project) -> None:
+    from tests.api_helpers import assert_error, finished_run
+
+    version = import_demo(acme)
+    main = finished_run(acme, perfect_outputs(), branch="main", git_commit="abc1234def", tags=["nightly"],
+                        model="gpt-x")
+    feature = finished_run(acme, regressed_outputs(), branch="feature/x", git_commit="fff0000", tags=["pr"])
+    queued = _start(alice_client, version.evalset_id, perfect_outputs(), branch="main").json()["id"]
+
+    def ids(query: str) -> list[int]:
+        return [r["id"] for r in alice_client.get(f"/api/v1/runs/?{query}").json()["results"]]
+
+    assert ids("") == [queued, feature.pk, main.pk]
+    assert ids("branch=main") == [queued, main.pk]
+    assert ids("status=completed&branch=main") == [main.pk]
+    assert ids("tag=nightly") == [main.pk]
+    assert ids("git_commit=abc1") == [main.pk]
+    assert ids("model=gpt-x") == [main.pk]
+    assert ids(f"evalset={version.evalset_id}&project=acme&limit=1") == [queued]
+    assert ids("created_after=2000-01-01&created_before=2999-12-31") == [queued, feature.pk, main.pk]
+    assert ids("project=globex") == []
+    for query, param in (("status=done", "status"), ("evalset=seven", "evalset"),
+                         ("evalset=99999999999999999999", "evalset"), ("created_after=yesterday", "created_after")):
+        body = assert_error(alice_client.get(f"/api/v1/runs/?{query}"), 400, "invalid")
+        assert body["problems"][0]["path"] == param
+
+
+@pytest.mark.django_db
+def test_the_runs_list_costs_the_same_queries_for_more_runs(alice_client: Client, acme: Project,
+                                                           django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+    from tests.api_helpers import finished_run
+
+    import_demo(acme)
+    for _ in range(4):
+        finished_run(acme, perfect_outputs())
+    with django_assert_max_num_queries(6):
+        assert alice_client.get("/api/v1/runs/").json()["count"] == 4
+    with django_assert_max_num_queries(6):
+        alice_client.get("/api/v1/configs/")
+
+
+@pytest.mark.django_db
+def test_a_config_name_is_unique_per_project(alice_client: Client, acme: Project) -> None:
+    from evaluations.models import EvaluationConfig
+    from tests.api_helpers import assert_error
+
+    good = {"project": "acme", "name": "strict", "config": {"criteria": {"trajectory_match": {"threshold": 1.0}}}}
+    assert alice_client.post("/api/v1/configs/", data=json.dumps(good), content_type="application/json").status_code == 201
+    body = assert_error(alice_client.post("/api/v1/configs/", data=json.dumps(good), content_type="application/json"),
+                        400, "invalid")
+    assert "already has a config named 'strict'" in body["message"]
+    assert_error(alice_client.post("/api/v1/configs/", data=json.dumps({**good, "project": "globex", "name": "x"}),
+                                   content_type="application/json"), 404)
+    assert EvaluationConfig.objects.count() == 1

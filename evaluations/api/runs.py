@@ -1,62 +1,127 @@
-"""Runs through the API: start, follow, cancel, retry, read results and exports."""
+"""Runs through the API: start, follow, cancel, retry, pin as baseline, read the summary,
+the results (one by one or paged) and the exports."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import json
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet
-from django.http import StreamingHttpResponse
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from pydantic import ValidationError as PydanticValidationError
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.generics import ListAPIView, ListCreateAPIView, RetrieveAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations import exports, runs
+from evaluations import selectors_runs as selectors
+from evaluations.api.common import (
+    CsvRenderer,
+    DownloadView,
+    download_renderers,
+    query,
+    require_admin,
+    require_writer,
+    responses,
+    streamed,
+    visible_projects,
+)
+from evaluations.api.common import visible_runs as _visible_runs
+from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
 from evaluations.api.serializers import (
+    MAX_ITERATIONS,
+    CaseResultDetailSerializer,
     CaseResultSerializer,
+    EvaluationConfigCreateSerializer,
     EvaluationConfigSerializer,
+    PinSerializer,
+    ResultQuery,
+    RetrySerializer,
     RunCreateSerializer,
+    RunQuery,
     RunSerializer,
+    RunSummarySerializer,
 )
 from evaluations.audit import record_run
-from evaluations.formats import EvalSetImportError, SourceFile
-from evaluations.models import AuditEvent, CaseResult, EvalSet, EvaluationConfig, Project, Run, Score
+from evaluations.formats import EvalSetImportError, SourceFile, check_size
+from evaluations.models import (
+    AuditEvent,
+    CaseResult,
+    EvalSet,
+    EvaluationConfig,
+    Project,
+    Run,
+    Score,
+    Span,
+    ToolUsage,
+    Trace,
+)
 from evaluations.schemas.evalset import EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 
+MAX_SPANS = 400  # per trace, as on the drill-down
+
 
 def visible_runs(request: Request) -> QuerySet[Run]:
-    return Run.objects.filter(project__in=Project.objects.visible_to(request.user))
+    return _visible_runs(request)
 
 
 def _writable(request: Request, project: Project) -> None:
-    if not project.can_write(request.user):
-        raise PermissionDenied("viewers cannot start or change runs")
+    require_writer(request, project, "start or change runs")
 
 
+def _config_problems(exc: PydanticValidationError) -> dict[str, list[str]]:
+    return {"config": [f"{e['msg']} at {'.'.join(map(str, e['loc']))}" for e in exc.errors()]}
+
+
+@extend_schema_view(
+    get=extend_schema(summary="List runs", parameters=[RunQuery],
+                      responses=responses(RunSerializer(many=True), *READ_ERRORS)),
+    post=extend_schema(
+        summary="Start a run",
+        description="With uploaded outputs (`outputs` in a JSON body, or a multipart file `outputs_file`) or a "
+                    "live target (`target_kind` http/python + `target`). The run is queued; follow it with "
+                    "GET /api/v1/runs/<id>/.",
+        request={"application/json": RunCreateSerializer, "multipart/form-data": RunCreateSerializer},
+        responses=responses(RunSerializer, *WRITE_ERRORS, status=201),
+    ),
+)
 class RunListCreate(ListCreateAPIView):
     serializer_class = RunSerializer
 
     def get_queryset(self) -> Any:
+        params = query(RunQuery, self.request)
         qs = visible_runs(self.request).select_related("project", "evalset_version", "created_by")
-        params = self.request.query_params
-        for param, field in (("evalset", "evalset_version__evalset_id"), ("status", "status"),
-                             ("model", "model"), ("branch", "branch"), ("git_commit", "git_commit")):
+        for param, field in (("project", "project__slug"), ("evalset", "evalset_version__evalset_id"),
+                             ("status", "status"), ("model", "model"), ("branch", "branch"),
+                             ("git_commit", "git_commit__startswith")):
             if params.get(param):
                 qs = qs.filter(**{field: params[param]})
         if params.get("tag"):
-            qs = qs.filter(tags__icontains=f'"{params["tag"]}"')
+            qs = qs.filter(tags__icontains=json.dumps(params["tag"]))  # a JSON list: match the quoted item
+        if params.get("created_after"):
+            qs = qs.filter(created_at__date__gte=params["created_after"])
+        if params.get("created_before"):
+            qs = qs.filter(created_at__date__lte=params["created_before"])
         return qs.order_by("-created_at", "-pk")
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        if not isinstance(request.data, dict):
+            raise ValidationError({"body": ["send a JSON object"]})
         data = request.data.dict() if hasattr(request.data, "dict") else dict(request.data)
+        if hasattr(request.data, "dict"):  # a form: lists and objects come as JSON text
+            data = _decode_form_json(data)
         upload = request.FILES.get("outputs_file")
         form = RunCreateSerializer(data=data)
         form.is_valid(raise_exception=True)
@@ -70,13 +135,13 @@ class RunListCreate(ListCreateAPIView):
         outputs = None
         if v["target_kind"] == Run.TargetKind.UPLOADED:
             outputs = _outputs(v.get("outputs"), upload)
+            _check_iterations(outputs)
         config = None
         if "config" in v:
             try:
                 config = EvalConfig.model_validate(v["config"])
             except PydanticValidationError as exc:
-                raise ValidationError({"config": [str(e["msg"]) + " at " + ".".join(map(str, e["loc"]))
-                                                  for e in exc.errors()]}) from None
+                raise ValidationError(_config_problems(exc)) from None
         preset = None
         if "preset" in v:
             preset = get_object_or_404(EvaluationConfig, pk=v["preset"], project=evalset.project)
@@ -95,15 +160,26 @@ class RunListCreate(ListCreateAPIView):
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
+# Run fields a multipart form (outputs_file beside them) can only carry as JSON text.
+_FORM_JSON_FIELDS = ("target", "config", "eval_ids", "input_overrides", "tags")
+
+
+def _decode_form_json(data: dict[str, Any]) -> dict[str, Any]:
+    for key in _FORM_JSON_FIELDS:
+        if isinstance(data.get(key), str):
+            with contextlib.suppress(ValueError):  # not JSON: the serializer says what is wrong
+                data[key] = json.loads(data[key])
+    return data
+
+
 def _outputs(inline: list[dict[str, Any]] | None, upload: Any) -> list[AgentOutput]:
     from evaluations.targets.uploaded import read_outputs
 
     if upload is not None:
+        check_size(upload.name, upload.size)
         return read_outputs([SourceFile(upload.name, upload.read())])
     if inline is None:
         raise ValidationError({"outputs": ["give the agent outputs: `outputs` (a list) or a file `outputs_file`"]})
-    import json
-
     try:
         return read_outputs([SourceFile("outputs.json", json.dumps(inline).encode())])
     except EvalSetImportError:
@@ -112,6 +188,23 @@ def _outputs(inline: list[dict[str, Any]] | None, upload: Any) -> list[AgentOutp
         raise ValidationError({"outputs": [str(exc)]}) from None
 
 
+def _check_iterations(outputs: list[AgentOutput]) -> None:
+    """An output's iteration sets how many iterations the run has: keep it to what
+    `iterations` allows, or one stray number would make a run of millions of results."""
+    wrong = [(i, o) for i, o in enumerate(outputs) if not 0 <= o.iteration < MAX_ITERATIONS]
+    if wrong:
+        raise ValidationError({"outputs": {
+            str(i): {"iteration": [f"{o.eval_id}: iteration {o.iteration} is out of range (0 to {MAX_ITERATIONS - 1})"]}
+            for i, o in wrong[:20]}})
+
+
+def _run_or_404(request: Request, pk: int) -> Run:
+    return get_object_or_404(visible_runs(request).select_related("project", "evalset_version__evalset",
+                                                                  "created_by"), pk=pk)
+
+
+@extend_schema_view(get=extend_schema(summary="One run: status, progress, labels",
+                                      responses=responses(RunSerializer, *READ_ERRORS)))
 class RunDetail(RetrieveAPIView):
     serializer_class = RunSerializer
 
@@ -120,8 +213,10 @@ class RunDetail(RetrieveAPIView):
 
 
 class RunCancel(APIView):
+    @extend_schema(summary="Cancel a queued or running run (results already written stay)", request=None,
+                   responses=responses(RunSerializer, *WRITE_ERRORS))
     def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(visible_runs(request), pk=pk)
+        run = _run_or_404(request, pk)
         _writable(request, run.project)
         if runs.run_cancel(run=run, user=request.user):
             record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_CANCELLED, via="the API")
@@ -130,8 +225,10 @@ class RunCancel(APIView):
 
 
 class RunRetry(APIView):
+    @extend_schema(summary="Run the failed and errored results of a finished run again", request=None,
+                   responses=responses(RetrySerializer, *WRITE_ERRORS))
     def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(visible_runs(request), pk=pk)
+        run = _run_or_404(request, pk)
         _writable(request, run.project)
         try:
             reset = runs.run_retry_failed(run=run, user=request.user)
@@ -142,59 +239,238 @@ class RunRetry(APIView):
         return Response({"reset": reset, "run": RunSerializer(run).data})
 
 
+class RunPin(APIView):
+    @extend_schema(summary="Pin a completed run as its eval set's baseline (project admins)", request=None,
+                   responses=responses(PinSerializer, *WRITE_ERRORS))
+    def post(self, request: Request, pk: int) -> Response:
+        from evaluations.views.projects import evalset_pin_baseline
+
+        run = _run_or_404(request, pk)
+        require_admin(request, run.project, "pin baselines")
+        if run.status != Run.Status.COMPLETED:
+            raise ValidationError({"run": [f"only a completed run can be the baseline (this one is {run.status})"]})
+        evalset = run.evalset_version.evalset
+        changed = evalset_pin_baseline(evalset=evalset, run=run, actor=request.user)
+        return Response(PinSerializer({"changed": changed, "evalset": evalset.pk, "baseline_run": run.pk}).data)
+
+
+class RunSummary(APIView):
+    """The run page's numbers: status counts, pass rate, latency percentiles, tokens and
+    cost, per-criterion aggregates, per-tool and per-node figures."""
+
+    @extend_schema(summary="A run's aggregates (the run page's summary)",
+                   responses=responses(RunSummarySerializer, *READ_ERRORS))
+    def get(self, request: Request, pk: int) -> Response:
+        run = _run_or_404(request, pk)
+        # A finished run's summary is stored; an unfinished one's is computed (in the database) now.
+        stored = run.summary
+        raw = stored if stored else runs.run_summary(run)
+        view = selectors.run_summary_view(raw)
+        progress = selectors.progress_of(run)
+        body: dict[str, Any] = {
+            "run": run.pk, "status": run.status, "final": run.is_finished,
+            "progress": {"total": progress.total, "settled": progress.settled, "done": progress.done,
+                         "passed": progress.passed, "failed": progress.failed, "errored": progress.errored,
+                         "missing": progress.missing, "not_runnable": progress.not_runnable,
+                         "percent": progress.percent},
+            "statuses": {str(k): int(v) for k, v in (raw.get("statuses") or {}).items()},
+        }
+        if view is None:  # an empty summary: nothing scored yet
+            body.update(pass_rate=None, passed=0, judged=0, errored=0, missing=0, not_runnable=0,
+                        latency={"count": 0, "mean": None, "p50": None, "p95": None, "max": None},
+                        tokens={"prompt": None, "completion": None, "total": None}, cost_usd=None,
+                        criteria=[], tools=[], nodes=[])
+        else:
+            body.update(
+                pass_rate=view.pass_rate, passed=view.passed, judged=view.judged, errored=view.errored,
+                missing=view.missing, not_runnable=view.not_runnable,
+                latency={"count": view.latency_count, "mean": view.latency_mean, "p50": view.latency_p50,
+                         "p95": view.latency_p95, "max": view.latency_max},
+                tokens={"prompt": view.prompt_tokens, "completion": view.completion_tokens,
+                        "total": view.total_tokens},
+                cost_usd=view.cost_usd,
+                criteria=[asdict(c) for c in view.criteria],
+                tools=[{**asdict(t), "mean_latency": t.mean_latency, "failure_rate": t.failure_rate}
+                       for t in view.tools],
+                nodes=[asdict(n) for n in view.nodes],
+            )
+        return Response(RunSummarySerializer(body).data)
+
+
+# --- Results --------------------------------------------------------------------------------
+
+
+def conversation_scores(run: Run) -> QuerySet[Score]:
+    return Score.objects.filter(run=run, applies_to=Score.Level.CONVERSATION, turn_index=-1, node_name="")
+
+
+def filtered_results(run: Run, params: dict[str, Any]) -> QuerySet[CaseResult]:
+    """The run's results narrowed by a validated ResultQuery, in case order."""
+    qs = CaseResult.objects.filter(run=run)
+    if params.get("status"):
+        qs = qs.filter(status=params["status"])
+    if params.get("eval_id"):
+        qs = qs.filter(case__eval_id=params["eval_id"])
+    if params.get("tag"):
+        qs = qs.filter(case__tags_text__contains=f"|{params['tag']}|")
+    if params.get("q"):
+        qs = qs.filter(Q(case__eval_id__icontains=params["q"]) | Q(case__name__icontains=params["q"]))
+    passed = params.get("passed")
+    verdicts = conversation_scores(run).filter(result=OuterRef("pk"))
+    if params.get("criterion"):
+        verdicts = verdicts.filter(criterion=params["criterion"])
+        qs = qs.filter(Exists(verdicts if passed is None else verdicts.filter(passed=passed)))
+    elif passed is False:
+        qs = qs.filter(Exists(verdicts.filter(passed=False)))
+    elif passed is True:
+        qs = qs.filter(Exists(verdicts.filter(passed=True))).exclude(Exists(verdicts.filter(passed=False)))
+    return qs.order_by("case__position", "iteration", "pk")
+
+
+@extend_schema_view(get=extend_schema(
+    summary="A run's results with their scores and justifications",
+    parameters=[ResultQuery], responses=responses(CaseResultSerializer(many=True), *READ_ERRORS)))
 class RunResults(ListAPIView):
-    """Results with their scores and justifications, paginated; filter by `status`, and by
-    `applies_to` (conversation / interaction / node) and `node` for the scores."""
+    """Results with their scores and justifications, paginated; filter by `status`, by
+    `criterion` and `passed`, and by `applies_to` (conversation / interaction / node) and
+    `node` for the scores shown."""
 
     serializer_class = CaseResultSerializer
 
     def get_queryset(self) -> Any:
-        run = get_object_or_404(visible_runs(self.request), pk=self.kwargs["pk"])
-        params = self.request.query_params
+        params = query(ResultQuery, self.request)
+        run = _run_or_404(self.request, self.kwargs["pk"])
         scores = Score.objects.order_by("criterion", "turn_index", "pk")
         if params.get("applies_to"):
             scores = scores.filter(applies_to=params["applies_to"])
         if params.get("node"):
             scores = scores.filter(node_name=params["node"])
-        qs = (CaseResult.objects.filter(run=run).select_related("case")
-              .prefetch_related(Prefetch("scores", queryset=scores)).order_by("case__position", "iteration"))
-        if params.get("status"):
-            qs = qs.filter(status=params["status"])
-        return qs
+        if params.get("criterion"):
+            scores = scores.filter(criterion=params["criterion"])
+        return filtered_results(run, params).select_related("case").prefetch_related(
+            Prefetch("scores", queryset=scores))
 
 
-def _run_or_404(request: Request, pk: int) -> Run:
-    return get_object_or_404(visible_runs(request).select_related("evalset_version__evalset"), pk=pk)
+def _output(result: CaseResult) -> AgentOutput | None:
+    """The output as the evaluators saw it (a trace fills in what the agent did not report)."""
+    if result.output is None:
+        return None
+    try:
+        output = AgentOutput.model_validate(result.output)
+    except PydanticValidationError:
+        return None
+    if output.trace:
+        from evaluations.traces import apply_trace
+
+        with contextlib.suppress(Exception):  # a broken trace was reported when the run scored it
+            output = apply_trace(output)
+    return output
 
 
-def _download(chunks: Iterator[str], content_type: str, filename: str) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(chunks, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+def _turns(run: Run, result: CaseResult, output: AgentOutput | None) -> list[dict[str, Any]]:
+    from evaluations.diffing import align
+    from evaluations.evaluators.base import aligned_turns, text_of
+    from evaluations.runs import native_case
+    from evaluations.views.drilldown import trajectory_settings
+
+    case = native_case(result.case)
+    match_type, rules = trajectory_settings(run.config)
+    pairs = aligned_turns(case, output) if output is not None else [(inv, None) for inv in case.conversation]
+    turns = []
+    for invocation, turn in pairs:
+        expected = invocation.expected_final_response
+        turns.append({
+            "invocation_id": invocation.invocation_id,
+            "turn_missing": turn is None,
+            "expected_response": expected.get_text() if expected is not None else None,
+            "actual_response": text_of(turn.final_response) if turn is not None and turn.final_response is not None
+            else None,
+            "tool_calls": [row.as_dict() for row in align(invocation.expected_tool_trajectory,
+                                                          turn.tool_calls if turn else [], match_type, rules).rows],
+        })
+    return turns
 
 
-class RunReport(APIView):
+def _traces(result: CaseResult) -> list[dict[str, Any]]:
+    traces = []
+    for trace in Trace.objects.filter(result=result).order_by("start_ns", "pk"):
+        spans = Span.objects.filter(trace=trace).order_by("start_ns", "pk")
+        traces.append({
+            "trace_id": trace.trace_id, "thread_id": trace.thread_id, "name": trace.name,
+            "start_ns": trace.start_ns, "end_ns": trace.end_ns, "span_count": spans.count(),
+            "spans": list(spans.values("span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "status",
+                                       "attributes")[:MAX_SPANS]),
+        })
+    return traces
+
+
+class RunResultDetail(APIView):
+    """One case result, as the drill-down shows it: the expected case, the output, each turn's
+    expected and actual tool calls aligned, every score with its justification, tool usage
+    and traces."""
+
+    @extend_schema(summary="One case result in full", responses=responses(CaseResultDetailSerializer,
+                                                                         *READ_ERRORS))
+    def get(self, request: Request, pk: int, result_pk: int) -> Response:
+        from evaluations.api.serializers import EvalCaseSerializer, ScoreSerializer
+
+        run = _run_or_404(request, pk)
+        result = get_object_or_404(CaseResult.objects.select_related("case"), pk=result_pk, run=run)
+        output = _output(result)
+        scores = Score.objects.filter(result=result).order_by("applies_to", "turn_index", "criterion", "node_name")
+        body = {
+            "id": result.pk, "run": run.pk, "case": result.case_id, "eval_id": result.case.eval_id,
+            "iteration": result.iteration, "status": result.status, "error": result.error,
+            "latency_seconds": result.latency_seconds, "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens, "cost_usd": result.cost_usd, "attempts": result.attempts,
+            "expected": EvalCaseSerializer(result.case).data,
+            "output": result.output,
+            "turns": _turns(run, result, output),
+            "scores": ScoreSerializer(scores, many=True).data,
+            "tool_usage": list(ToolUsage.objects.filter(result=result).order_by("node_name", "tool_name")
+                               .values("tool_name", "node_name", "calls", "failures", "latency_seconds")),
+            "traces": _traces(result),
+        }
+        return Response(CaseResultDetailSerializer(body).data)
+
+
+# --- Exports ----------------------------------------------------------------------------------
+
+
+class RunReport(DownloadView):
     """The AgentFlow EvalReport JSON, streamed."""
 
-    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+    @extend_schema(summary="The run as an AgentFlow EvalReport (JSON download)",
+                   responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT,
+                                                                         description="EvalReport"),
+                              **error_responses(*READ_ERRORS)})
+    def get(self, request: Request, pk: int) -> Any:
         run = _run_or_404(request, pk)
-        return _download(exports.run_report_chunks(run), "application/json", f"run-{run.pk}-report.json")
+        return streamed(exports.run_report_chunks(run), "application/json", f"run-{run.pk}-report.json")
 
 
-class RunUpsonic(APIView):
+class RunUpsonic(DownloadView):
     """The run in Upsonic's result shapes (accuracy, reliability, performance per case)."""
 
-    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+    @extend_schema(summary="The run in Upsonic's result shapes (JSON download)",
+                   responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT),
+                              **error_responses(*READ_ERRORS)})
+    def get(self, request: Request, pk: int) -> Any:
         run = _run_or_404(request, pk)
-        return _download(exports.run_upsonic_chunks(run), "application/json", f"run-{run.pk}-upsonic.json")
+        return streamed(exports.run_upsonic_chunks(run), "application/json", f"run-{run.pk}-upsonic.json")
 
 
-class RunCsv(APIView):
+class RunCsv(DownloadView):
     """Wide CSV: one row per case and iteration, one column per criterion."""
 
-    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+    renderer_classes = download_renderers(CsvRenderer)
+
+    @extend_schema(summary="The results as a wide CSV (one row per case and iteration, a column per criterion)",
+                   responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR),
+                              **error_responses(*READ_ERRORS)})
+    def get(self, request: Request, pk: int) -> Any:
         run = _run_or_404(request, pk)
-        return _download(_csv_lines(exports.run_wide_rows(run)), "text/csv", f"run-{run.pk}-results.csv")
+        return streamed(_csv_lines(exports.run_wide_rows(run)), "text/csv", f"run-{run.pk}-results.csv")
 
 
 def _csv_lines(rows: Iterator[list[Any]]) -> Iterator[str]:
@@ -207,34 +483,40 @@ def _csv_lines(rows: Iterator[list[Any]]) -> Iterator[str]:
         buffer.truncate()
 
 
-class RunMetrics(APIView):
-    """watsonx-style metric records: `?aggregated=1` for per-metric aggregates, with
-    `&records=0` to leave the individual results out."""
-
-    def get(self, request: Request, pk: int) -> Response:
-        run = _run_or_404(request, pk)
-        aggregated = request.query_params.get("aggregated") in {"1", "true"}
-        with_records = request.query_params.get("records", "1") not in {"0", "false"}
-        return Response({"results": list(exports.run_metric_records(run, aggregated=aggregated,
-                                                                     with_records=with_records))})
+# --- Saved evaluation configs ---------------------------------------------------------------
 
 
+@extend_schema_view(
+    get=extend_schema(summary="Saved evaluation configs of your projects",
+                      responses=responses(EvaluationConfigSerializer(many=True), *READ_ERRORS)),
+    post=extend_schema(summary="Save an evaluation config (AgentFlow EvalConfig) in a project",
+                       request=EvaluationConfigCreateSerializer,
+                       responses=responses(EvaluationConfigSerializer, *WRITE_ERRORS, status=201)),
+)
 class EvaluationConfigList(ListCreateAPIView):
     """A project's saved evaluation configs (DeepEval's metric collections)."""
 
     serializer_class = EvaluationConfigSerializer
 
     def get_queryset(self) -> Any:
-        return EvaluationConfig.objects.filter(project__in=Project.objects.visible_to(self.request.user)) \
-            .select_related("project").order_by("name")
+        return EvaluationConfig.objects.filter(project__in=visible_projects(self.request)) \
+            .select_related("project").order_by("name", "pk")
 
-    def perform_create(self, serializer: Any) -> None:
-        slug = self.request.data.get("project")
-        project = get_object_or_404(Project.objects.visible_to(self.request.user), slug=slug)
-        _writable(self.request, project)
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        form = EvaluationConfigCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        v = form.validated_data
+        project = get_object_or_404(visible_projects(request), slug=v["project"])
+        _writable(request, project)
         try:
-            EvalConfig.model_validate(serializer.validated_data["config"])
+            EvalConfig.model_validate(v["config"])
         except PydanticValidationError as exc:
-            raise ValidationError({"config": [f"{e['msg']} at {'.'.join(map(str, e['loc']))}"
-                                              for e in exc.errors()]}) from None
-        serializer.save(project=project, created_by=self.request.user)
+            raise ValidationError(_config_problems(exc)) from None
+        try:
+            with transaction.atomic():
+                preset = EvaluationConfig.objects.create(
+                    project=project, name=v["name"], description=v.get("description", ""), config=v["config"],
+                    created_by=request.user)
+        except IntegrityError:
+            raise ValidationError({"name": [f"{project.slug} already has a config named {v['name']!r}"]}) from None
+        return Response(EvaluationConfigSerializer(preset).data, status=status.HTTP_201_CREATED)

@@ -1,14 +1,45 @@
-"""Endpoint shapes of the REST API (the file formats themselves are pydantic schemas)."""
+"""Endpoint shapes of the REST API (the file formats themselves are pydantic schemas).
+
+Request serializers (`...Serializer` with writable fields, `...Query` for query strings)
+validate input; response serializers document what comes back (OpenAPI) and shape it.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
-from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetVersion, EvaluationConfig, Run, Score
+from evaluations.api.converters import MAX_ID
+from evaluations.models import (
+    ApiToken,
+    AuditEvent,
+    CaseResult,
+    Comment,
+    EvalCase,
+    EvalSet,
+    EvalSetVersion,
+    EvaluationConfig,
+    Membership,
+    Project,
+    Run,
+    Score,
+    Triage,
+)
+
+MAX_ITERATIONS = 100
+
+
+def id_field(**kwargs: Any) -> serializers.IntegerField:
+    """A database id in a body or query string: bounded, so it never overflows a column."""
+    return serializers.IntegerField(min_value=1, max_value=MAX_ID, **kwargs)
+
+
+# --- Eval sets ------------------------------------------------------------------------------
 
 
 class EvalSetVersionSerializer(serializers.ModelSerializer):
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = EvalSetVersion
@@ -21,12 +52,14 @@ class EvalSetVersionSerializer(serializers.ModelSerializer):
 
 class EvalSetSerializer(serializers.ModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    latest_version = EvalSetVersionSerializer(read_only=True)
+    latest_version = EvalSetVersionSerializer(read_only=True, allow_null=True)
+    baseline_run = serializers.IntegerField(source="baseline_run_id", read_only=True, allow_null=True,
+                                            help_text="the pinned baseline run comparisons default to")
 
     class Meta:
         model = EvalSet
         fields = ["id", "project", "eval_set_id", "name", "description", "created_at", "updated_at",
-                  "latest_version"]
+                  "latest_version", "baseline_run"]
 
 
 class EvalCaseSerializer(serializers.ModelSerializer):
@@ -36,6 +69,25 @@ class EvalCaseSerializer(serializers.ModelSerializer):
             "id", "position", "eval_id", "name", "tags", "metadata", "session_input", "conversation",
             "conversation_scenario", "rubrics", "criteria", "turn_count", "tool_call_count",
         ]
+
+
+class EvalCaseDetailSerializer(EvalCaseSerializer):
+    project = serializers.CharField(source="version.evalset.project.slug", read_only=True)
+    evalset = serializers.IntegerField(source="version.evalset_id", read_only=True)
+    version = serializers.IntegerField(source="version.number", read_only=True)
+
+    class Meta(EvalCaseSerializer.Meta):
+        fields = ["project", "evalset", "version", *EvalCaseSerializer.Meta.fields]
+
+
+class EvalCaseQuery(serializers.Serializer):
+    q = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                              help_text="search eval_id, name and the first user message")
+    tag = serializers.CharField(required=False, allow_blank=True, max_length=100)
+
+
+class EvalSetQuery(serializers.Serializer):
+    project = serializers.SlugField(required=False, help_text="a project slug")
 
 
 class ImportOutcomeSerializer(serializers.Serializer):
@@ -48,19 +100,64 @@ class ImportOutcomeSerializer(serializers.Serializer):
     version = EvalSetVersionSerializer()
 
 
+class ImportResultSerializer(serializers.Serializer):
+    results = ImportOutcomeSerializer(many=True)
+
+
 class EvalSetUploadSerializer(serializers.Serializer):
     """The multipart upload: one or more `file` parts (a zip is unpacked)."""
 
     file = serializers.ListField(child=serializers.FileField(allow_empty_file=True), allow_empty=False)
     project = serializers.SlugField(required=False, help_text="project slug; default: your only project")
-    format = serializers.CharField(required=False, allow_blank=True, help_text="skip detection")
+    format = serializers.CharField(required=False, allow_blank=True, max_length=32, help_text="skip detection")
+
+
+class TrendRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    label = serializers.CharField(help_text="name, model, branch or commit: what the trend page shows")
+    created_at = serializers.DateTimeField()
+    model = serializers.CharField()
+    branch = serializers.CharField()
+    git_commit = serializers.CharField()
+    pass_rate = serializers.FloatField(allow_null=True)
+    latency_p95 = serializers.FloatField(allow_null=True)
+
+
+class TrendCaseSerializer(serializers.Serializer):
+    eval_id = serializers.CharField()
+    outcomes = serializers.ListField(
+        child=serializers.CharField(), help_text="per run (oldest first): pass, fail, error, mixed or none")
+    failing_since = serializers.IntegerField(allow_null=True, help_text="the run where its failing streak began")
+    runs_failing = serializers.IntegerField()
+
+
+class TrendSerializer(serializers.Serializer):
+    evalset = serializers.IntegerField()
+    runs = TrendRunSerializer(many=True, help_text="the last completed runs, oldest first")
+    more_runs = serializers.BooleanField(help_text="older completed runs exist beyond these")
+    count = serializers.IntegerField(help_text="cases, for paging `cases`")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    cases = TrendCaseSerializer(many=True)
+
+
+class TrendQuery(serializers.Serializer):
+    failing = serializers.BooleanField(required=False, default=False,
+                                       help_text="only cases failing in the latest run")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=50)
+    offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_ID, default=0)
+
+
+# --- Runs -------------------------------------------------------------------------------------
 
 
 class RunSerializer(serializers.ModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     evalset = serializers.IntegerField(source="evalset_version.evalset_id", read_only=True)
     evalset_version = serializers.IntegerField(source="evalset_version.number", read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True,
+                                              help_text="null for runs started by the local CLI")
 
     class Meta:
         model = Run
@@ -72,20 +169,34 @@ class RunSerializer(serializers.ModelSerializer):
         ]
 
 
+class RunQuery(serializers.Serializer):
+    project = serializers.SlugField(required=False)
+    evalset = id_field(required=False)
+    status = serializers.ChoiceField(choices=Run.Status.choices, required=False)
+    model = serializers.CharField(required=False, max_length=200)
+    branch = serializers.CharField(required=False, max_length=255)
+    git_commit = serializers.CharField(required=False, max_length=64, help_text="a commit or its prefix")
+    tag = serializers.CharField(required=False, max_length=100)
+    created_after = serializers.DateField(required=False, help_text="on or after this day (YYYY-MM-DD)")
+    created_before = serializers.DateField(required=False, help_text="on or before this day (YYYY-MM-DD)")
+
+
 class RunCreateSerializer(serializers.Serializer):
     """Start a run. Uploaded outputs come as `outputs` (a list in a JSON body) or as a
     multipart file part `outputs_file`; live targets as `target_kind` + `target`."""
 
-    evalset = serializers.IntegerField()
-    version = serializers.IntegerField(required=False, help_text="version number; default: the latest")
+    evalset = id_field()
+    version = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                       help_text="version number; default: the latest")
     target_kind = serializers.ChoiceField(choices=Run.TargetKind.choices, default=Run.TargetKind.UPLOADED)
     target = serializers.DictField(required=False, default=dict)
     outputs = serializers.ListField(child=serializers.DictField(), required=False)
+    outputs_file = serializers.FileField(required=False, help_text="multipart only: outputs as JSON or JSONL")
     config = serializers.DictField(required=False, help_text="AgentFlow EvalConfig")
-    preset = serializers.IntegerField(required=False, help_text="a saved evaluation config's id")
-    iterations = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
+    preset = id_field(required=False, help_text="a saved evaluation config's id")
+    iterations = serializers.IntegerField(required=False, default=1, min_value=1, max_value=MAX_ITERATIONS)
     warmups = serializers.IntegerField(required=False, default=0, min_value=0, max_value=100)
-    eval_ids = serializers.ListField(child=serializers.CharField(), required=False)
+    eval_ids = serializers.ListField(child=serializers.CharField(max_length=255), required=False)
     input_overrides = serializers.DictField(required=False, default=dict)
     name = serializers.CharField(required=False, default="", allow_blank=True, max_length=255)
     model = serializers.CharField(required=False, default="", allow_blank=True, max_length=200)
@@ -94,11 +205,22 @@ class RunCreateSerializer(serializers.Serializer):
     tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list)
 
 
+class RetrySerializer(serializers.Serializer):
+    reset = serializers.IntegerField(help_text="how many failed or errored results run again")
+    run = RunSerializer()
+
+
+class PinSerializer(serializers.Serializer):
+    changed = serializers.BooleanField(help_text="false when the run already was the pinned baseline")
+    evalset = serializers.IntegerField()
+    baseline_run = serializers.IntegerField()
+
+
 class ScoreSerializer(serializers.ModelSerializer):
     class Meta:
         model = Score
-        fields = ["criterion", "applies_to", "turn_index", "node_name", "score", "raw_value", "passed", "threshold",
-                  "justification", "error"]
+        fields = ["criterion", "evaluator", "applies_to", "turn_index", "node_name", "score", "raw_value", "passed",
+                  "threshold", "justification", "error"]
 
 
 class CaseResultSerializer(serializers.ModelSerializer):
@@ -111,6 +233,266 @@ class CaseResultSerializer(serializers.ModelSerializer):
                   "completion_tokens", "cost_usd", "output", "scores"]
 
 
+RESULT_STATUSES = CaseResult.Status.choices
+LEVELS = Score.Level.choices
+
+
+class ResultQuery(serializers.Serializer):
+    status = serializers.ChoiceField(choices=RESULT_STATUSES, required=False)
+    criterion = serializers.CharField(required=False, max_length=100,
+                                      help_text="only results scored on this criterion (and only its scores)")
+    passed = serializers.BooleanField(required=False, allow_null=True, default=None,
+                                      help_text="with `criterion`: its conversation-level verdict; alone: "
+                                                "`false` keeps results that failed any criterion")
+    applies_to = serializers.ChoiceField(choices=LEVELS, required=False, help_text="only scores at this level")
+    node = serializers.CharField(required=False, max_length=200, help_text="only scores of this node")
+    eval_id = serializers.CharField(required=False, max_length=255)
+    tag = serializers.CharField(required=False, max_length=100, help_text="only cases with this tag")
+    q = serializers.CharField(required=False, max_length=200, help_text="search eval_id and case name")
+
+
+class TurnAlignmentSerializer(serializers.Serializer):
+    invocation_id = serializers.CharField()
+    turn_missing = serializers.BooleanField(help_text="the output has no turn answering this invocation")
+    expected_response = serializers.CharField(allow_null=True)
+    actual_response = serializers.CharField(allow_null=True)
+    tool_calls = serializers.ListField(child=serializers.DictField(), help_text=(
+        "expected and actual calls aligned as the run's trajectory settings align them: each row is "
+        "{kind: matched|args_differ|missing|unexpected, expected, actual, arg_diffs}"))
+
+
+class ToolUsageSerializer(serializers.Serializer):
+    tool_name = serializers.CharField(help_text="empty for a node execution row")
+    node_name = serializers.CharField()
+    calls = serializers.IntegerField()
+    failures = serializers.IntegerField()
+    latency_seconds = serializers.FloatField(allow_null=True)
+
+
+class SpanSerializer(serializers.Serializer):
+    span_id = serializers.CharField()
+    parent_span_id = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    start_ns = serializers.IntegerField(allow_null=True)
+    end_ns = serializers.IntegerField(allow_null=True)
+    status = serializers.CharField()
+    attributes = serializers.JSONField()
+
+
+class TraceSerializer(serializers.Serializer):
+    trace_id = serializers.CharField()
+    thread_id = serializers.CharField()
+    name = serializers.CharField()
+    start_ns = serializers.IntegerField(allow_null=True)
+    end_ns = serializers.IntegerField(allow_null=True)
+    span_count = serializers.IntegerField()
+    spans = SpanSerializer(many=True, help_text="the first spans by start time (see span_count)")
+
+
+class CaseResultDetailSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    run = serializers.IntegerField()
+    case = serializers.IntegerField(help_text="the eval case's id (GET /api/v1/cases/<id>/)")
+    eval_id = serializers.CharField()
+    iteration = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=RESULT_STATUSES)
+    error = serializers.CharField(allow_blank=True)
+    latency_seconds = serializers.FloatField(allow_null=True)
+    prompt_tokens = serializers.IntegerField(allow_null=True)
+    completion_tokens = serializers.IntegerField(allow_null=True)
+    cost_usd = serializers.FloatField(allow_null=True)
+    attempts = serializers.IntegerField()
+    expected = EvalCaseSerializer(help_text="the eval case as it was in the run's version")
+    output = serializers.JSONField(allow_null=True, help_text="the agent output (outputs format)")
+    turns = TurnAlignmentSerializer(many=True)
+    scores = ScoreSerializer(many=True)
+    tool_usage = ToolUsageSerializer(many=True)
+    traces = TraceSerializer(many=True)
+
+
+class CriterionStatSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    count = serializers.IntegerField()
+    mean = serializers.FloatField(allow_null=True)
+    median = serializers.FloatField(allow_null=True)
+    min = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
+    std_dev = serializers.FloatField(allow_null=True)
+    pass_rate = serializers.FloatField(allow_null=True)
+    passed = serializers.IntegerField()
+    errors = serializers.IntegerField()
+
+
+class ToolStatSerializer(serializers.Serializer):
+    tool = serializers.CharField()
+    node = serializers.CharField()
+    calls = serializers.IntegerField()
+    failures = serializers.IntegerField()
+    cases = serializers.IntegerField()
+    latency_seconds = serializers.FloatField(allow_null=True, help_text="summed over the calls")
+    mean_latency = serializers.FloatField(allow_null=True)
+    failure_rate = serializers.FloatField(allow_null=True)
+
+
+class NodeStatSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    executions = serializers.IntegerField()
+    tool_calls = serializers.IntegerField()
+    failures = serializers.IntegerField()
+    cases = serializers.IntegerField()
+    latency_seconds = serializers.FloatField(allow_null=True)
+
+
+class ProgressSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    settled = serializers.IntegerField(help_text="results that need no more work")
+    done = serializers.IntegerField(help_text="evaluated: passed, failed or errored")
+    passed = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    errored = serializers.IntegerField()
+    missing = serializers.IntegerField()
+    not_runnable = serializers.IntegerField()
+    percent = serializers.IntegerField()
+
+
+class LatencySerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    mean = serializers.FloatField(allow_null=True)
+    p50 = serializers.FloatField(allow_null=True)
+    p95 = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
+
+
+class TokensSerializer(serializers.Serializer):
+    prompt = serializers.IntegerField(allow_null=True)
+    completion = serializers.IntegerField(allow_null=True)
+    total = serializers.IntegerField(allow_null=True)
+
+
+class RunSummarySerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    final = serializers.BooleanField(help_text="false while the run is queued or running: the figures so far")
+    progress = ProgressSerializer()
+    statuses = serializers.DictField(child=serializers.IntegerField(), help_text="results per status")
+    pass_rate = serializers.FloatField(allow_null=True, help_text="passed / (passed + failed)")
+    passed = serializers.IntegerField()
+    judged = serializers.IntegerField()
+    errored = serializers.IntegerField()
+    missing = serializers.IntegerField()
+    not_runnable = serializers.IntegerField()
+    latency = LatencySerializer()
+    tokens = TokensSerializer()
+    cost_usd = serializers.FloatField(allow_null=True)
+    criteria = CriterionStatSerializer(many=True, help_text="conversation-level scores per criterion")
+    tools = ToolStatSerializer(many=True)
+    nodes = NodeStatSerializer(many=True)
+
+
+# --- watsonx-style metric results -------------------------------------------------------------
+
+
+class ThresholdSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=[("lower_limit", "lower_limit"), ("upper_limit", "upper_limit")])
+    value = serializers.FloatField(allow_null=True)
+
+
+class MetricErrorSerializer(serializers.Serializer):
+    message = serializers.CharField()
+
+
+class MetricRecordSerializer(serializers.Serializer):
+    """One metric value at the level it applies to (watsonx `AgentMetricResult`)."""
+
+    id = serializers.CharField()
+    name = serializers.CharField(help_text="the metric (criterion)")
+    value = serializers.FloatField(allow_null=True, help_text="the score in [0, 1]")
+    applies_to = serializers.ChoiceField(choices=LEVELS)
+    conversation_id = serializers.CharField(help_text="`<eval_id>#<iteration>`")
+    interaction_id = serializers.CharField(allow_null=True, required=False,
+                                           help_text="`<conversation_id>/turn<n>` for interaction scores")
+    node_name = serializers.CharField(allow_null=True, required=False)
+    group = serializers.CharField(allow_null=True, required=False, help_text="the metric group")
+    thresholds = ThresholdSerializer(many=True)
+    errors = MetricErrorSerializer(many=True)
+    passed = serializers.BooleanField(allow_null=True)
+    raw_value = serializers.FloatField(allow_null=True, help_text="on the evaluator's own scale (e.g. seconds)")
+    result = serializers.IntegerField(help_text="the case result's id")
+    eval_id = serializers.CharField()
+    iteration = serializers.IntegerField()
+
+
+class AggregateMetricSerializer(serializers.Serializer):
+    """A metric aggregated over a run per level and node (watsonx `AggregateAgentMetricResult`)."""
+
+    name = serializers.CharField()
+    applies_to = serializers.ChoiceField(choices=LEVELS)
+    node_name = serializers.CharField(allow_null=True)
+    group = serializers.CharField(allow_null=True)
+    value = serializers.FloatField(allow_null=True, help_text="the mean")
+    count = serializers.IntegerField()
+    mean = serializers.FloatField(allow_null=True)
+    min = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
+    passed = serializers.IntegerField()
+    judged = serializers.IntegerField()
+    pass_rate = serializers.FloatField(allow_null=True)
+    errors = serializers.IntegerField(help_text="scores whose evaluator reported an error")
+    raw_mean = serializers.FloatField(allow_null=True, help_text="of the raw values (e.g. seconds)")
+    raw_min = serializers.FloatField(allow_null=True)
+    raw_max = serializers.FloatField(allow_null=True)
+    individual_results = MetricRecordSerializer(
+        many=True, required=False,
+        help_text="with include_individual: the first individual_limit results (all of them: "
+                  "GET .../metrics/results/?name=&level=&node=)")
+
+
+class MetricQuery(serializers.Serializer):
+    level = serializers.MultipleChoiceField(
+        choices=LEVELS, required=False,
+        help_text="conversation, interaction and/or node (repeat or comma-separate); default: all")
+    applies_to = serializers.MultipleChoiceField(choices=LEVELS, required=False, help_text="alias of `level`")
+    node = serializers.CharField(required=False, max_length=200, help_text="only this node's results")
+    name = serializers.CharField(required=False, max_length=100, help_text="only this metric")
+
+
+class AggregateMetricQuery(MetricQuery):
+    include_individual = serializers.BooleanField(required=False, default=False)
+    individual_limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000,
+                                                help_text="individual results per metric, at most")
+
+
+class MetricRecordQuery(MetricQuery):
+    passed = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+
+class WideRowSerializer(serializers.Serializer):
+    result = serializers.IntegerField(help_text="the case result's id")
+    eval_id = serializers.CharField()
+    iteration = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=RESULT_STATUSES)
+    latency_seconds = serializers.FloatField(allow_null=True)
+    prompt_tokens = serializers.IntegerField(allow_null=True)
+    completion_tokens = serializers.IntegerField(allow_null=True)
+    cost_usd = serializers.FloatField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    metrics = serializers.DictField(child=serializers.FloatField(allow_null=True),
+                                    help_text="criterion -> conversation-level score (null: not scored)")
+    passed = serializers.DictField(child=serializers.BooleanField(allow_null=True),
+                                   help_text="criterion -> verdict (null: no verdict)")
+
+
+class WideTableSerializer(serializers.Serializer):
+    columns = serializers.ListField(child=serializers.CharField(),
+                                    help_text="the CSV export's columns (results.csv), in order")
+    metrics = serializers.ListField(child=serializers.CharField(), help_text="the run's criteria, in order")
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = WideRowSerializer(many=True)
+
+
 class EvaluationConfigSerializer(serializers.ModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
@@ -118,3 +500,171 @@ class EvaluationConfigSerializer(serializers.ModelSerializer):
         model = EvaluationConfig
         fields = ["id", "project", "name", "description", "config", "created_at"]
         read_only_fields = ["created_at"]
+
+
+class EvaluationConfigCreateSerializer(serializers.ModelSerializer):
+    project = serializers.SlugField(help_text="the project's slug")
+    config = serializers.JSONField(help_text="AgentFlow EvalConfig (`criteria`: name -> settings)")
+
+    class Meta:
+        model = EvaluationConfig
+        fields = ["project", "name", "description", "config"]
+        validators: list[Any] = []  # the unique (project, name) pair is checked by the view
+
+
+# --- Triage -------------------------------------------------------------------------------------
+
+
+def _username(user: Any) -> str | None:
+    return user.get_username() if user is not None else None
+
+
+class TriageSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    updated_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    evalset = serializers.IntegerField(source="evalset_id", read_only=True)
+    baseline = serializers.IntegerField(source="baseline_id", read_only=True)
+    candidate = serializers.IntegerField(source="candidate_id", read_only=True)
+    comment_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Triage
+        fields = ["id", "project", "evalset", "eval_id", "baseline", "candidate", "status", "assignee",
+                  "created_at", "updated_at", "updated_by", "comment_count"]
+
+
+class TriageQuery(serializers.Serializer):
+    project = serializers.SlugField(required=False)
+    candidate = id_field(required=False)
+    baseline = id_field(required=False)
+    evalset = id_field(required=False)
+    eval_id = serializers.CharField(required=False, max_length=255)
+    status = serializers.ChoiceField(choices=Triage.Status.choices, required=False)
+    assignee = serializers.CharField(required=False, max_length=150,
+                                     help_text="a username, `me`, or `none` for unassigned")
+
+
+class TriageChangeSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Triage.Status.choices, required=False)
+    assignee = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=150,
+                                     help_text="a member's username; null or empty to unassign")
+
+
+class TriageUpdateSerializer(TriageChangeSerializer):
+    """Triage a case of a comparison: the row is created on first use."""
+
+    candidate = id_field()
+    baseline = id_field()
+    eval_id = serializers.CharField(max_length=255, help_text="the case")
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=10_000,
+                                    help_text="a first comment (Markdown), added with the change")
+
+
+class CommentSerializer(serializers.ModelSerializer):
+    author = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    triage = serializers.IntegerField(source="triage_id", read_only=True)
+    parent = serializers.IntegerField(source="parent_id", read_only=True, allow_null=True)
+    html = serializers.SerializerMethodField(help_text="the body rendered from Markdown and sanitised")
+
+    class Meta:
+        model = Comment
+        fields = ["id", "triage", "parent", "author", "body", "html", "created_at"]
+
+    def get_html(self, comment: Comment) -> str:
+        from evaluations.triage import render_comment
+
+        return str(render_comment(comment.body))
+
+
+class CommentCreateSerializer(serializers.Serializer):
+    body = serializers.CharField(max_length=10_000, help_text="Markdown")
+    parent = id_field(required=False, allow_null=True, help_text="the comment this one answers")
+
+
+class QueueRowSerializer(serializers.Serializer):
+    evalset_name = serializers.CharField()
+    eval_id = serializers.CharField()
+    baseline_id = serializers.IntegerField()
+    baseline_name = serializers.CharField()
+    candidate_id = serializers.IntegerField()
+    candidate_name = serializers.CharField()
+    status = serializers.ChoiceField(choices=Triage.Status.choices)
+    triaged = serializers.BooleanField()
+    assignee = serializers.CharField(allow_null=True)
+    last_comment_at = serializers.DateTimeField(allow_null=True)
+    url = serializers.CharField(allow_null=True, help_text="the case's drill-down page")
+
+
+class QueuePageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    page = serializers.IntegerField()
+    num_pages = serializers.IntegerField()
+    results = QueueRowSerializer(many=True)
+
+
+class ReviewQuery(serializers.Serializer):
+    project = serializers.SlugField(required=False, help_text="default: your first project")
+    tab = serializers.ChoiceField(choices=[("assigned", "assigned"), ("untriaged", "untriaged")],
+                                  required=False, default="assigned")
+    page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, default=1)
+
+
+# --- Projects, members, activity, tokens ----------------------------------------------------------
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    role = serializers.ChoiceField(choices=Membership.Role.choices, read_only=True,
+                                   help_text="your role here")
+
+    class Meta:
+        model = Project
+        fields = ["id", "slug", "name", "description", "created_at", "role"]
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+    email = serializers.CharField(source="user.email", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "username", "email", "role", "created_at"]
+
+
+class MemberAddSerializer(serializers.Serializer):
+    user = serializers.CharField(max_length=254, help_text="an active user's username or email")
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+
+class MemberChangeSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+
+class EventSerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "created_at", "actor", "verb", "object_type", "object_id", "summary", "data"]
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+
+
+class TokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="what uses it, e.g. `CI on main`")
+
+
+class NewTokenSerializer(TokenSerializer):
+    token = serializers.CharField(help_text="the token itself: shown this once, never again")
+
+    class Meta(TokenSerializer.Meta):
+        fields = [*TokenSerializer.Meta.fields, "token"]
+
+
+class RevokedSerializer(serializers.Serializer):
+    revoked = serializers.BooleanField(help_text="false when it already was revoked")
+    token = TokenSerializer()

@@ -1,27 +1,44 @@
-"""REST API views: validate, check access, call one service or selector."""
+"""Eval sets through the API: upload, list, versions (and their downloads), cases, and the
+trend over runs. Views validate, check access, and call one service or selector."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from django.shortcuts import get_object_or_404
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.generics import ListAPIView, RetrieveAPIView
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import FormParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from evaluations import comparison, selectors
+from evaluations.api.common import BinaryRenderer, DownloadView, download_renderers, query, responses, streamed
+from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
+from evaluations.api.parsers import MultiPartParser
 from evaluations.api.serializers import (
+    EvalCaseDetailSerializer,
+    EvalCaseQuery,
     EvalCaseSerializer,
+    EvalSetQuery,
     EvalSetSerializer,
     EvalSetUploadSerializer,
     EvalSetVersionSerializer,
     ImportOutcomeSerializer,
+    ImportResultSerializer,
+    TrendQuery,
+    TrendSerializer,
 )
 from evaluations.audit import record_uploads
-from evaluations.formats import SourceFile
-from evaluations.models import EvalCase, EvalSet, EvalSetVersion, Project
+from evaluations.exports import version_native_chunks
+from evaluations.formats import SourceFile, check_size
+from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project, Run
 from evaluations.services import evalset_import
 
 
@@ -41,6 +58,10 @@ def _project_for_upload(request: Request, slug: str | None) -> Project:
     return project
 
 
+@extend_schema_view(
+    get=extend_schema(summary="List eval sets", parameters=[EvalSetQuery],
+                      responses=responses(EvalSetSerializer(many=True), *READ_ERRORS)),
+)
 class EvalSetListCreate(ListAPIView):
     """GET: the eval sets you can see. POST (multipart): import an upload."""
 
@@ -48,12 +69,20 @@ class EvalSetListCreate(ListAPIView):
     parser_classes = [MultiPartParser, FormParser]
 
     def get_queryset(self) -> Any:
+        params = query(EvalSetQuery, self.request)
         qs = EvalSet.objects.visible_to(self.request.user).select_related("project", "latest_version",
                                                                            "latest_version__created_by")
-        if project := self.request.query_params.get("project"):
-            qs = qs.filter(project__slug=project)
+        if params.get("project"):
+            qs = qs.filter(project__slug=params["project"])
         return qs.order_by("-updated_at", "pk")
 
+    @extend_schema(
+        summary="Upload an eval set",
+        description="Multipart: one or more `file` parts (JSON, JSONL, CSV, or a zip), any format evalsite reads. "
+                    "201 when a new version was created, 200 when identical content already was one.",
+        request={"multipart/form-data": EvalSetUploadSerializer},
+        responses={201: ImportResultSerializer, 200: ImportResultSerializer, **error_responses(*WRITE_ERRORS)},
+    )
     def post(self, request: Request) -> Response:
         if not request.FILES.getlist("file"):
             raise ValidationError({"file": ["attach the eval-set file(s) as multipart field `file`"]})
@@ -64,7 +93,10 @@ class EvalSetListCreate(ListAPIView):
         form.is_valid(raise_exception=True)
         data = form.validated_data
         project = _project_for_upload(request, data.get("project"))
-        files = [SourceFile(f.name, f.read()) for f in data["file"]]
+        files = []
+        for f in data["file"]:
+            check_size(f.name, f.size)  # before reading: an oversize file is never loaded whole
+            files.append(SourceFile(f.name, f.read()))
         outcomes = evalset_import(project=project, files=files, format=data.get("format") or None,
                                   user=request.user)
         record_uploads(project=project, actor=request.user, outcomes=outcomes, via="the API")
@@ -80,28 +112,158 @@ class EvalSetListCreate(ListAPIView):
         return Response({"results": body}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
+@extend_schema_view(get=extend_schema(summary="One eval set", responses=responses(EvalSetSerializer, *READ_ERRORS)))
 class EvalSetDetail(RetrieveAPIView):
     serializer_class = EvalSetSerializer
 
     def get_queryset(self) -> Any:
-        return EvalSet.objects.visible_to(self.request.user).select_related("project", "latest_version")
+        return EvalSet.objects.visible_to(self.request.user).select_related("project", "latest_version",
+                                                                           "latest_version__created_by")
 
 
+def _evalset(request: Request, pk: int) -> EvalSet:
+    return get_object_or_404(EvalSet.objects.visible_to(request.user).select_related("project"), pk=pk)
+
+
+def _version(request: Request, pk: int, number: int) -> EvalSetVersion:
+    evalset = _evalset(request, pk)
+    return get_object_or_404(EvalSetVersion.objects.select_related("evalset", "created_by"),
+                             evalset=evalset, number=number)
+
+
+@extend_schema_view(get=extend_schema(summary="An eval set's versions, newest first",
+                                      responses=responses(EvalSetVersionSerializer(many=True), *READ_ERRORS)))
 class EvalSetVersionList(ListAPIView):
     serializer_class = EvalSetVersionSerializer
 
     def get_queryset(self) -> Any:
-        evalset = get_object_or_404(EvalSet.objects.visible_to(self.request.user), pk=self.kwargs["pk"])
+        evalset = _evalset(self.request, self.kwargs["pk"])
         return evalset.versions.select_related("created_by").order_by("-number")
 
 
+@extend_schema_view(get=extend_schema(summary="One version of an eval set",
+                                      responses=responses(EvalSetVersionSerializer, *READ_ERRORS)))
+class EvalSetVersionDetail(RetrieveAPIView):
+    serializer_class = EvalSetVersionSerializer
+
+    def get_object(self) -> EvalSetVersion:
+        return _version(self.request, self.kwargs["pk"], self.kwargs["number"])
+
+
+class VersionNative(DownloadView):
+
+    @extend_schema(summary="Download a version as native AgentFlow .evalset.json",
+                   responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT,
+                                                                         description="the EvalSet JSON"),
+                              **error_responses(*READ_ERRORS)})
+    def get(self, request: Request, pk: int, number: int) -> Any:
+        version = _version(request, pk, number)
+        return streamed(version_native_chunks(version), "application/json",
+                        f"{version.evalset.pk}-v{version.number}.evalset.json")
+
+
+class VersionOriginal(DownloadView):
+    renderer_classes = download_renderers(BinaryRenderer)
+
+    @extend_schema(summary="Download the file a version was uploaded as, byte for byte",
+                   responses={(200, "application/octet-stream"): OpenApiResponse(
+                       OpenApiTypes.BINARY, description="the bytes as uploaded (the filename says what they are)"),
+                              **error_responses(*READ_ERRORS)})
+    def get(self, request: Request, pk: int, number: int) -> Any:
+        from django.http import HttpResponse
+
+        version = _version(request, pk, number)
+        source = get_object_or_404(EvalSetSource, version=version)
+        # Always octet-stream: a download of bytes, whatever they are (the page sends their own type).
+        response = HttpResponse(source.content(), content_type="application/octet-stream")
+        response["Content-Disposition"] = content_disposition_header(True, source.filename) or "attachment"
+        return response
+
+
+@extend_schema_view(get=extend_schema(summary="The cases of a version, in order", parameters=[EvalCaseQuery],
+                                      responses=responses(EvalCaseSerializer(many=True), *READ_ERRORS)))
 class EvalCaseList(ListAPIView):
     serializer_class = EvalCaseSerializer
 
     def get_queryset(self) -> Any:
-        evalset = get_object_or_404(EvalSet.objects.visible_to(self.request.user), pk=self.kwargs["pk"])
-        version = get_object_or_404(EvalSetVersion, evalset=evalset, number=self.kwargs["number"])
+        params = query(EvalCaseQuery, self.request)
+        version = _version(self.request, self.kwargs["pk"], self.kwargs["number"])
         qs = EvalCase.objects.filter(version=version).order_by("position")
-        params = self.request.query_params
         return qs.search(params.get("q", "")).tagged(params.get("tag", ""))
 
+
+@extend_schema_view(get=extend_schema(summary="One eval case", responses=responses(EvalCaseDetailSerializer,
+                                                                                   *READ_ERRORS)))
+class EvalCaseDetail(RetrieveAPIView):
+    serializer_class = EvalCaseDetailSerializer
+
+    def get_queryset(self) -> Any:
+        return selectors.cases_visible_to(self.request.user).select_related("version__evalset__project")
+
+
+# --- Trend ------------------------------------------------------------------------------------
+
+
+class EvalSetTrend(APIView):
+    """The numbers of the trend page: pass rate and p95 latency of the last completed runs,
+    and each case's outcome in each of them (paged by case), with where it started failing."""
+
+    @extend_schema(summary="An eval set over its last completed runs", parameters=[TrendQuery],
+                   responses=responses(TrendSerializer, *READ_ERRORS))
+    def get(self, request: Request, pk: int) -> Response:
+        from evaluations.views.compare import run_label
+        from evaluations.views.trend import FAILING, TREND_RUNS, first_failing
+
+        params = query(TrendQuery, request)
+        evalset = _evalset(request, pk)
+        latest = list(Run.objects.filter(evalset_version__evalset=evalset, status=Run.Status.COMPLETED)
+                      .only("pk", "name", "model", "branch", "git_commit", "created_at", "summary")
+                      .order_by("-created_at", "-pk")[:TREND_RUNS + 1])
+        runs = latest[:TREND_RUNS][::-1]
+        run_ids = [run.pk for run in runs]
+        limit, offset = params["limit"], params["offset"]
+        eval_ids = CaseResult.objects.filter(run_id__in=run_ids)
+        if params["failing"] and run_ids:
+            eval_ids = eval_ids.filter(case__eval_id__in=CaseResult.objects.filter(
+                run_id=run_ids[-1], status__in=[CaseResult.Status.FAILED, CaseResult.Status.ERROR]
+            ).values("case__eval_id"))
+        ordered = eval_ids.values_list("case__eval_id", flat=True).distinct().order_by("case__eval_id")
+        count = ordered.count() if run_ids else 0
+        shown = list(ordered[offset:offset + limit]) if run_ids else []
+        outcomes: dict[tuple[str, int], list[str]] = defaultdict(list)
+        if shown:
+            for run_id, eval_id, result_status in (
+                CaseResult.objects.filter(run_id__in=run_ids, case__eval_id__in=shown)
+                .values_list("run_id", "case__eval_id", "status").order_by("iteration", "pk")
+            ):
+                outcome = comparison.result_outcome(result_status)
+                if outcome is not None:
+                    outcomes[(eval_id, run_id)].append(outcome)
+        cases = []
+        for eval_id in shown:
+            cells = [comparison.case_outcome(outcomes.get((eval_id, run_id), [])) or "none" for run_id in run_ids]
+            since = first_failing(cells)
+            cases.append({"eval_id": eval_id, "outcomes": cells,
+                          "failing_since": run_ids[since] if since is not None else None,
+                          "runs_failing": sum(1 for c in cells[since:] if c in FAILING) if since is not None else 0})
+
+        def page_url(to: int | None) -> str | None:
+            if to is None:
+                return None
+            from rest_framework.utils.urls import replace_query_param
+
+            return replace_query_param(request.build_absolute_uri(), "offset", to)
+
+        body = {
+            "evalset": evalset.pk,
+            "runs": [{"id": run.pk, "name": run.name, "label": run_label(run), "created_at": run.created_at,
+                      "model": run.model, "branch": run.branch, "git_commit": run.git_commit,
+                      "pass_rate": (run.summary or {}).get("pass_rate"),
+                      "latency_p95": ((run.summary or {}).get("latency") or {}).get("p95")} for run in runs],
+            "more_runs": len(latest) > TREND_RUNS,
+            "count": count,
+            "next": page_url(offset + limit if offset + limit < count else None),
+            "previous": page_url(max(0, offset - limit) if offset > 0 else None),
+            "cases": cases,
+        }
+        return Response(TrendSerializer(body).data)

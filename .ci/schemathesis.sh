@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# schemathesis against the API of a real server on 127.0.0.1: no 5xx, and every response
+# conforms to /api/schema/ (body and content type).
+#
+# The server runs on a throwaway SQLite data dir, seeded with a user, a token, the demo eval
+# set, two finished runs and a triaged regression (tests/api_seed.py), so the endpoints have
+# data to answer with. Bounded: --max-examples per operation and phase, and the whole script
+# in SCHEMATHESIS_SECONDS (default 90): what setup leaves of it goes to schemathesis's
+# --max-time, which it shares among its phases (repeating them while time is left) and stops
+# at; `timeout` kills it if it ever overruns. Exits non-zero on any failure.
+#
+# Usage: .ci/schemathesis.sh [MAX_EXAMPLES]        (PYTHON=... to pick the interpreter)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python}
+BIN=$(dirname "$(command -v "$PYTHON")")
+MAX_EXAMPLES=${1:-30}
+SECONDS_BUDGET=${SCHEMATHESIS_SECONDS:-90}
+
+DATA=$(mktemp -d "${TMPDIR:-/tmp}/evalsite-schemathesis.XXXXXX")
+SERVER_PID=""
+cleanup() {
+  if [ -n "$SERVER_PID" ]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  rm -rf "$DATA"
+}
+trap cleanup EXIT
+
+# A throwaway embedded database, whatever the caller's environment points at.
+unset DATABASE_URL REDIS_URL
+export EVALSITE_DATA_DIR="$DATA" DJANGO_SETTINGS_MODULE=evalsite.settings PYTHONUNBUFFERED=1
+
+"$PYTHON" manage.py migrate -v 0
+TOKEN=$("$PYTHON" -m tests.api_seed)
+PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+"$BIN/gunicorn" evalsite.wsgi:application --bind "127.0.0.1:$PORT" --workers 2 --timeout 60 \
+  --log-level warning --error-logfile "$DATA/server.log" &
+SERVER_PID=$!
+for _ in $(seq 1 100); do
+  if "$PYTHON" -c "import urllib.request, sys; urllib.request.urlopen('http://127.0.0.1:$PORT/healthz', timeout=1)" \
+      2>/dev/null; then
+    break
+  fi
+  sleep 0.1
+done
+
+# $SECONDS: bash's count since the script started. Keep 5 s for stopping the server.
+left=$((SECONDS_BUDGET - SECONDS - 5))
+if [ "$left" -lt 15 ]; then
+  echo "setup took ${SECONDS}s: too little of the ${SECONDS_BUDGET}s budget is left" >&2
+  exit 1
+fi
+# Revoking a token could hit the run's own token and turn every later request into a 401:
+# that endpoint is covered by tests/test_api_projects.py instead.
+status=0
+# From the throwaway dir, so nothing schemathesis keeps (replays, .hypothesis) lands in the repo.
+(cd "$DATA" && timeout --kill-after=3 "$left" "$BIN/schemathesis" run "http://127.0.0.1:$PORT/api/schema/" \
+  --checks not_a_server_error,response_schema_conformance,content_type_conformance \
+  --max-examples "$MAX_EXAMPLES" --max-time "$((left - 8))" --workers 1 --seed 1 \
+  --generation-database none \
+  --exclude-path-regex '/tokens/\{id\}/revoke/' \
+  -H "Authorization: Token $TOKEN") || status=$?
+
+if [ "$status" -ne 0 ]; then
+  echo "schemathesis failed (exit $status; 124 means it ran out of its ${SECONDS_BUDGET}s)" >&2
+  if [ -s "$DATA/server.log" ]; then
+    echo "--- server log ---" >&2
+    tail -n 100 "$DATA/server.log" >&2
+  fi
+fi
+exit "$status"
