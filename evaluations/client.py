@@ -1,0 +1,814 @@
+"""A small client for evalsite's REST API, for a team's own test suite or CI job.
+
+    from evaluations.client import Client
+
+    client = Client("https://evals.example.com", token=os.environ["EVALSITE_TOKEN"])
+    evalset = client.upload_evalset("evals/travel_agent.evalset.json")
+    run = client.push_outputs(evalset, outputs, baseline="pinned", model="gpt-x", branch="main")
+    result = client.wait(run, timeout=600)
+    result.assert_passed()  # AssertionError: failed cases, scores vs thresholds, links
+
+Standard library only, and nothing from Django or the rest of evalsite: the file can be
+copied into any project as it is. Every error the server answers becomes a `ClientError`
+carrying the API's error shape (`code`, `message`, `problems`); a server that cannot be
+reached is a `ServerUnreachable`, a run that does not finish in time a `WaitTimeout`.
+
+`junit_xml` writes a run's results as JUnit XML (one test case per eval case and criterion),
+for CI systems that show test reports.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+from xml.etree import ElementTree as ET
+
+__all__ = [
+    "CaseFailure",
+    "Client",
+    "ClientError",
+    "Comparison",
+    "EvalSet",
+    "Run",
+    "RunResult",
+    "ScoreCheck",
+    "ServerUnreachable",
+    "WaitTimeout",
+    "junit_xml",
+]
+
+USER_AGENT = "evalsite-client/1"
+API = "/api/v1/"
+TOKEN_ENV = "EVALSITE_TOKEN"
+# Results that are not a pass: what `RunResult.failures` lists (not_runnable cases need a
+# user simulator; they are reported, never counted as failures).
+FAILED_STATUSES = ("failed", "error", "missing")
+PROBLEMS_SHOWN = 10
+EXCERPT = 240
+
+
+# --- Errors ---------------------------------------------------------------------------------
+
+
+class ClientError(Exception):
+    """An error answered by the server (`status` is its HTTP status), in the API's error
+    shape: a stable `code`, a one-line `message`, and `problems` saying what is wrong where."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str = "error",
+                 problems: Sequence[Mapping[str, Any]] = (), url: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.problems = [dict(p) for p in problems]
+        self.url = url
+
+    def __str__(self) -> str:
+        head = self.message if self.status is None else f"HTTP {self.status} {self.code}: {self.message}"
+        lines = [head]
+        for problem in self.problems[:PROBLEMS_SHOWN]:
+            where = ", ".join(f"{key} {problem[key]}" for key in ("file", "case", "path", "line")
+                              if problem.get(key) not in (None, ""))
+            lines.append(f"  - {problem.get('message', '')}" + (f" ({where})" if where else ""))
+        if len(self.problems) > PROBLEMS_SHOWN:
+            lines.append(f"  ... and {len(self.problems) - PROBLEMS_SHOWN} more")
+        return "\n".join(lines)
+
+
+class ServerUnreachable(ClientError):
+    """No answer at all: wrong address, server down, connection refused or timed out."""
+
+
+class WaitTimeout(ClientError, TimeoutError):
+    """The run did not finish within `wait`'s timeout (it goes on on the server)."""
+
+
+# --- What the server returns ----------------------------------------------------------------
+
+
+@dataclass
+class EvalSet:
+    id: int
+    eval_set_id: str
+    project: str
+    version: int | None  # the version number this upload is (or the latest)
+    case_count: int | None
+    created: bool  # False: the same content was uploaded before
+    url: str
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+@dataclass
+class Run:
+    id: int
+    status: str
+    evalset: int
+    evalset_version: int
+    name: str
+    cases_total: int
+    cases_done: int
+    cases_failed: int
+    cases_errored: int
+    cases_missing: int
+    cases_not_runnable: int
+    summary: dict[str, Any] | None
+    url: str  # the run's page
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    # What `wait` compares the finished run with: a run id, "pinned", or None (no comparison).
+    baseline: int | str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in {"completed", "failed", "cancelled"}
+
+    @property
+    def settled(self) -> int:
+        """Results that need no more work, whatever their outcome."""
+        return self.cases_done + self.cases_missing + self.cases_not_runnable
+
+    @property
+    def cases_passed(self) -> int:
+        return self.cases_done - self.cases_failed - self.cases_errored
+
+    @property
+    def thresholds_met(self) -> bool:
+        return (self.status == "completed" and self.cases_failed == 0 and self.cases_errored == 0
+                and self.cases_missing == 0)
+
+
+def threshold_text(threshold: Mapping[str, Any] | None) -> str:
+    """`>= 0.8`, `<= 5`, `0.2..0.9`, or "" for no threshold."""
+    if not threshold:
+        return ""
+    low, high = threshold.get("lower_limit"), threshold.get("upper_limit")
+    if low is not None and high is not None:
+        return f"{low:g}..{high:g}"
+    if low is not None:
+        return f">= {low:g}"
+    return f"<= {high:g}" if high is not None else ""
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"),
+                                                            default=str)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def justification_excerpt(justification: Mapping[str, Any] | None, limit: int = EXCERPT) -> str:
+    """A justification in a line: expected vs actual where the evaluator gives them, a
+    judge's reasoning, else the object itself."""
+    if not justification:
+        return ""
+    if "expected" in justification or "actual" in justification:
+        where = justification.get("invocation_id")
+        text = (f"{where}: " if where else "") + (f"expected {_compact(justification.get('expected'))}, "
+                                                  f"actual {_compact(justification.get('actual'))}")
+        return _clip(text, limit)
+    for key in ("reason", "reasoning", "critique", "explanation", "message"):
+        if isinstance(justification.get(key), str) and justification[key].strip():
+            return _clip(justification[key], limit)
+    return _clip(_compact(dict(justification)), limit)
+
+
+@dataclass
+class ScoreCheck:
+    """One criterion of one case: the conversation-level score, and the turns or nodes that
+    did not pass (they carry the expected vs actual detail)."""
+
+    criterion: str
+    score: float | None
+    raw_value: float | None
+    passed: bool | None
+    threshold: dict[str, Any] | None
+    justification: dict[str, Any]
+    error: str = ""
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def score_text(self) -> str:
+        if self.score is None:
+            return "no score"
+        text = f"{self.score:.3f}"
+        if self.raw_value is not None and self.raw_value != self.score:
+            text += f" (raw {self.raw_value:g})"
+        return text
+
+    def verdict_text(self) -> str:
+        """`trajectory_match 0.000 vs >= 0.8`, or the evaluator's error."""
+        if self.error:
+            return f"{self.criterion}: evaluator error: {_clip(self.error, EXCERPT)}"
+        limit = threshold_text(self.threshold)
+        return f"{self.criterion} {self.score_text}" + (f" vs threshold {limit}" if limit else "")
+
+    def excerpt(self, limit: int = EXCERPT) -> str:
+        for detail in self.details:
+            text = justification_excerpt(detail.get("justification"), limit)
+            if text:
+                return text
+        return justification_excerpt(self.justification, limit)
+
+
+def score_checks(result: Mapping[str, Any]) -> list[ScoreCheck]:
+    """A result's conversation-level scores (as the API lists them), each with the turn- and
+    node-level scores of its criterion that did not pass."""
+    checks: dict[str, ScoreCheck] = {}
+    details: dict[str, list[dict[str, Any]]] = {}
+    for score in result.get("scores") or []:
+        if score.get("applies_to", "conversation") == "conversation":
+            checks[score["criterion"]] = ScoreCheck(
+                criterion=score["criterion"], score=score.get("score"), raw_value=score.get("raw_value"),
+                passed=score.get("passed"), threshold=score.get("threshold"),
+                justification=score.get("justification") or {}, error=score.get("error") or "")
+        elif score.get("passed") is False or score.get("error"):
+            details.setdefault(score["criterion"], []).append(score)
+    for name, check in checks.items():
+        check.details = details.get(name, [])
+    return list(checks.values())
+
+
+@dataclass
+class CaseFailure:
+    eval_id: str
+    iteration: int
+    status: str  # failed / error / missing
+    error: str
+    checks: list[ScoreCheck]
+    url: str  # the case's page in the run
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any], run_url: str) -> CaseFailure:
+        return cls(eval_id=result["eval_id"], iteration=result.get("iteration", 0), status=result["status"],
+                   error=result.get("error") or "", checks=score_checks(result),
+                   url=f"{run_url}cases/{result['id']}/")
+
+    def lines(self) -> list[str]:
+        name = self.eval_id + (f" (iteration {self.iteration})" if self.iteration else "")
+        out = [f"{name}: {self.status}" + (f": {_clip(self.error, EXCERPT)}" if self.error else "")]
+        for check in self.checks:
+            if check.passed is False or check.error:
+                out.append(f"    {check.verdict_text()}")
+                excerpt = check.excerpt()
+                if excerpt and not check.error:
+                    out.append(f"      {excerpt}")
+        out.append(f"    {self.url}")
+        return out
+
+
+@dataclass
+class Comparison:
+    """A candidate run against a baseline, as the compare page shows it (the API's body is
+    in `raw`). `passed` when the regression gate did not trip."""
+
+    raw: dict[str, Any]
+
+    @property
+    def baseline_id(self) -> int:
+        return int(self.raw["baseline"]["id"])
+
+    @property
+    def candidate_id(self) -> int:
+        return int(self.raw["candidate"]["id"])
+
+    @property
+    def headline(self) -> str:
+        return str(self.raw["headline"])
+
+    @property
+    def verdict(self) -> str:
+        return str(self.raw["verdict"])
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self.raw["counts"])
+
+    @property
+    def regressions(self) -> list[dict[str, Any]]:
+        return list(self.raw["regressions"]["results"])
+
+    @property
+    def regression_count(self) -> int:
+        return int(self.raw["regressions"]["count"])
+
+    @property
+    def improvements(self) -> list[dict[str, Any]]:
+        return list(self.raw["improvements"]["results"])
+
+    @property
+    def compare_url(self) -> str:
+        return str(self.raw["compare_url"])
+
+    @property
+    def passed(self) -> bool:
+        return not self.raw["gate"]["regressed"]
+
+    def regression_lines(self) -> list[str]:
+        """A line per regressed case listed (with the scores that moved), and how many more."""
+        out = []
+        shown = self.regressions
+        for case in shown:
+            moved = ", ".join(f"{name} {pair['baseline']:.3f} -> {pair['candidate']:.3f}"
+                              for name, pair in case["scores"].items() if pair["baseline"] != pair["candidate"])
+            out.append(f"  regressed: {case['eval_id']}" + (f" ({moved})" if moved else ""))
+        if self.regression_count > len(shown):
+            out.append(f"  ... and {self.regression_count - len(shown)} more regressions")
+        return out
+
+    def lines(self) -> list[str]:
+        gate = self.raw["gate"]
+        return [f"vs baseline run {self.baseline_id}: {self.headline}",
+                f"  regression gate: {'FAILED' if gate['regressed'] else 'passed'} ({gate['reason']})",
+                *self.regression_lines(), f"  compare: {self.compare_url}"]
+
+    def summary(self) -> str:
+        return "\n".join(self.lines())
+
+    def assert_passed(self) -> None:
+        if not self.passed:
+            raise AssertionError("evalsite: the candidate regressed\n" + self.summary())
+
+
+@dataclass
+class RunResult:
+    """A finished run: `passed` when it completed with every case meeting its thresholds and
+    (if it was compared with a baseline) nothing regressed."""
+
+    run: Run
+    failures: list[CaseFailure]  # the first few cases that did not pass
+    comparison: Comparison | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. "no pinned baseline yet"
+
+    @property
+    def failure_count(self) -> int:
+        return self.run.cases_failed + self.run.cases_errored + self.run.cases_missing
+
+    @property
+    def passed(self) -> bool:
+        return self.run.thresholds_met and (self.comparison is None or self.comparison.passed)
+
+    def summary(self) -> str:
+        run = self.run
+        lines = [f"evalsite run {run.id}" + (f" ({run.name})" if run.name else "")
+                 + f": {'PASSED' if self.passed else 'FAILED'} ({run.status})",
+                 f"  {run.cases_total} results: {run.cases_passed} passed, {run.cases_failed} failed, "
+                 f"{run.cases_errored} errored, {run.cases_missing} missing, {run.cases_not_runnable} not runnable"]
+        for name, stats in ((run.summary or {}).get("criteria") or {}).items():
+            rate = stats.get("pass_rate")
+            mean = stats.get("mean")
+            lines.append(f"  {name}: pass rate {'-' if rate is None else f'{rate:.1%}'}, "
+                         f"mean {'-' if mean is None else f'{mean:.3f}'}")
+        if self.failures:
+            lines.append(f"  cases that did not pass ({len(self.failures)} of {self.failure_count} shown):")
+            for failure in self.failures:
+                lines.extend("    " + line for line in failure.lines())
+        if self.comparison is not None:
+            lines.extend("  " + line for line in self.comparison.lines())
+        lines.extend(f"  note: {note}" for note in self.notes)
+        lines.append(f"  run: {run.url}")
+        return "\n".join(lines)
+
+    def assert_passed(self) -> None:
+        """Raise AssertionError with the summary if the run did not pass (for pytest)."""
+        if not self.passed:
+            raise AssertionError(self.summary())
+
+
+# --- The client -----------------------------------------------------------------------------
+
+
+RunRef = Run | int
+EvalSetRef = EvalSet | int | str
+Outputs = Sequence[Mapping[str, Any]] | str | Path | bytes
+
+
+class Client:
+    """evalsite's API at `server` (`https://evals.example.com`), with an API token (default:
+    the EVALSITE_TOKEN environment variable). `timeout` bounds each HTTP request."""
+
+    def __init__(self, server: str, token: str | None = None, *, timeout: float = 60.0):
+        parsed = urllib.parse.urlsplit(server)
+        if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+            raise ValueError(f"server {server!r}: give the server's http(s) URL, like https://evals.example.com")
+        self.server = server.rstrip("/")
+        self.token = token if token is not None else os.environ.get(TOKEN_ENV)
+        self.timeout = timeout
+        # A proxy from the environment must not sit between the client and a server on this
+        # machine; elsewhere the environment's proxies apply as for any urllib client.
+        handlers: list[Any] = []
+        if parsed.hostname in {"127.0.0.1", "localhost", "::1"}:
+            handlers.append(urllib.request.ProxyHandler({}))
+        self._opener = urllib.request.build_opener(*handlers)
+
+    # -- HTTP --
+
+    def url(self, path: str) -> str:
+        """A site URL for a path the API returned or a page path (`/runs/3/`)."""
+        return path if path.startswith(("http://", "https://")) else self.server + path
+
+    def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json_body: Any = None,
+                body: bytes | None = None, content_type: str = "", into: IO[bytes] | None = None) -> Any:
+        """Call the API (`path` relative to /api/v1/) and return its decoded JSON (or copy the
+        body into `into`). Raises ClientError / ServerUnreachable."""
+        url = self.server + API + path.lstrip("/")
+        if params:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        if self.token:
+            headers["Authorization"] = f"Token {self.token}"
+        if json_body is not None:
+            body = json.dumps(json_body).encode()
+            content_type = "application/json"
+        if content_type:
+            headers["Content-Type"] = content_type
+        request = urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310 - http(s) only
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                if into is not None:
+                    shutil.copyfileobj(response, into)
+                    return None
+                data = response.read()
+        except urllib.error.HTTPError as exc:
+            raise _http_error(exc, url) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ServerUnreachable(f"cannot reach {self.server}: {reason}", code="unreachable", url=url) from None
+        if not data:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise ClientError(f"{url} did not answer with JSON: is {self.server} an evalsite server?",
+                              code="not_json", url=url) from None
+
+    def _paged(self, path: str, params: Mapping[str, Any] | None = None, page_size: int = 200) -> Iterator[Any]:
+        offset = 0
+        while True:
+            page = self.request("GET", path, params={**(params or {}), "limit": page_size, "offset": offset})
+            results = page.get("results") or []
+            yield from results
+            offset += len(results)
+            if not results or page.get("next") is None or offset >= page.get("count", 0):
+                return
+
+    # -- Eval sets --
+
+    def upload_evalsets(self, path_or_files: str | Path | Sequence[str | Path] | Mapping[str, bytes], *,
+                        project: str | None = None, format: str | None = None) -> list[EvalSet]:
+        """Upload eval-set files (a file, a zip, a folder, several paths, or {name: bytes});
+        each eval set in them becomes a version (the same content is the same version)."""
+        files = _files(path_or_files)
+        fields = {"project": project, "format": format}
+        body, content_type = _multipart({k: v for k, v in fields.items() if v}, [("file", n, d) for n, d in files])
+        answer = self.request("POST", "evalsets/", body=body, content_type=content_type)
+        return [self._evalset(outcome["evalset"], outcome.get("version"), created=bool(outcome.get("created")),
+                              case_count=outcome.get("case_count")) for outcome in answer["results"]]
+
+    def upload_evalset(self, path_or_files: str | Path | Sequence[str | Path] | Mapping[str, bytes], *,
+                       project: str | None = None, format: str | None = None) -> EvalSet:
+        """`upload_evalsets` for an upload that holds one eval set."""
+        found = self.upload_evalsets(path_or_files, project=project, format=format)
+        if len(found) != 1:
+            raise ValueError(f"the upload holds {len(found)} eval sets ({', '.join(e.eval_set_id for e in found)}): "
+                             "use upload_evalsets")
+        return found[0]
+
+    def evalset(self, ref: EvalSetRef, *, project: str | None = None) -> EvalSet:
+        """An eval set by its id, or by the `eval_set_id` inside its file (in `project`)."""
+        if isinstance(ref, EvalSet):
+            return ref
+        if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+            return self._evalset(self.request("GET", f"evalsets/{int(ref)}/"))
+        matches = [e for e in self._paged("evalsets/", {"project": project}) if e["eval_set_id"] == ref]
+        if not matches:
+            raise ClientError(f"no eval set {ref!r}" + (f" in project {project!r}" if project else "")
+                              + " that you can see", code="not_found", status=404)
+        if len(matches) > 1:
+            raise ClientError(f"eval set {ref!r} is in several projects ("
+                              + ", ".join(m["project"] for m in matches) + "): say which one", code="ambiguous")
+        return self._evalset(matches[0])
+
+    def _evalset(self, data: Mapping[str, Any], version: Mapping[str, Any] | None = None, *, created: bool = False,
+                 case_count: int | None = None) -> EvalSet:
+        version = version or data.get("latest_version") or {}
+        return EvalSet(id=int(data["id"]), eval_set_id=str(data["eval_set_id"]), project=str(data.get("project")),
+                       version=version.get("number"), case_count=case_count or version.get("case_count"),
+                       created=created, url=self.url(f"/evalsets/{data['id']}/"), raw=dict(data))
+
+    # -- Runs --
+
+    def push_outputs(self, evalset: EvalSetRef, outputs: Outputs, config: Mapping[str, Any] | None = None,
+                     baseline: RunRef | str | None = None, *, project: str | None = None, version: int | None = None,
+                     name: str = "", model: str = "", branch: str = "", git_commit: str = "",
+                     tags: Sequence[str] = (), eval_ids: Sequence[str] | None = None,
+                     input_overrides: Mapping[str, Any] | None = None, preset: int | None = None) -> Run:
+        """Start a run of `evalset` on the agent's outputs: a list of outputs (DESIGN.md's
+        outputs format), or a JSON / JSONL / ADK result file (path or bytes). `config` is an
+        AgentFlow EvalConfig (default: the eval set's own). `baseline` (a run, its id, or
+        "pinned") is what `wait` compares the finished run with."""
+        fields: dict[str, Any] = {"target_kind": "uploaded", "name": name, "model": model, "branch": branch,
+                                  "git_commit": git_commit, "tags": list(tags)}
+        upload: tuple[str, bytes] | None = None
+        if isinstance(outputs, str | Path | bytes):
+            data = outputs if isinstance(outputs, bytes) else Path(outputs).read_bytes()
+            filename = "outputs.json" if isinstance(outputs, bytes) else Path(outputs).name
+            listed = _outputs_list(data, filename)
+            if listed is None:  # an ADK result file: the server reads it
+                upload = (filename, data)
+            else:
+                fields["outputs"] = listed
+        else:
+            fields["outputs"] = list(outputs)
+        return self._start(evalset, fields, config=config, baseline=baseline, project=project, version=version,
+                           eval_ids=eval_ids, input_overrides=input_overrides, preset=preset, upload=upload)
+
+    def start_run(self, evalset: EvalSetRef, *, target_kind: str, target: Mapping[str, Any],
+                  config: Mapping[str, Any] | None = None, baseline: RunRef | str | None = None,
+                  project: str | None = None, version: int | None = None, iterations: int = 1, warmups: int = 0,
+                  name: str = "", model: str = "", branch: str = "", git_commit: str = "",
+                  tags: Sequence[str] = (), eval_ids: Sequence[str] | None = None,
+                  input_overrides: Mapping[str, Any] | None = None, preset: int | None = None) -> Run:
+        """Start a run whose outputs the server obtains itself: `target_kind` "http" (target
+        `{"url": ..., "headers": ...}`) or "python" (`{"callable": "module:function"}`)."""
+        fields: dict[str, Any] = {"target_kind": target_kind, "target": dict(target), "iterations": iterations,
+                                  "warmups": warmups, "name": name, "model": model, "branch": branch,
+                                  "git_commit": git_commit, "tags": list(tags)}
+        return self._start(evalset, fields, config=config, baseline=baseline, project=project, version=version,
+                           eval_ids=eval_ids, input_overrides=input_overrides, preset=preset)
+
+    def _start(self, evalset: EvalSetRef, fields: dict[str, Any], *, config: Mapping[str, Any] | None,
+               baseline: RunRef | str | None, project: str | None, version: int | None,
+               eval_ids: Sequence[str] | None, input_overrides: Mapping[str, Any] | None,
+               preset: int | None, upload: tuple[str, bytes] | None = None) -> Run:
+        found = self.evalset(evalset, project=project)
+        body = {"evalset": found.id, **fields}
+        for key, value in (("config", config), ("version", version), ("preset", preset),
+                           ("eval_ids", list(eval_ids) if eval_ids else None),
+                           ("input_overrides", dict(input_overrides) if input_overrides else None)):
+            if value is not None:
+                body[key] = dict(value) if isinstance(value, Mapping) else value
+        if upload is None:
+            answer = self.request("POST", "runs/", json_body=body)
+        else:
+            # A file part; the other fields as form fields, lists and objects as JSON text.
+            form = {key: value if isinstance(value, str) else json.dumps(value) for key, value in body.items()
+                    if value not in ("", [], None)}
+            data, content_type = _multipart(form, [("outputs_file", upload[0], upload[1])])
+            answer = self.request("POST", "runs/", body=data, content_type=content_type)
+        run = self._run(answer)
+        run.baseline = baseline.id if isinstance(baseline, Run) else baseline
+        return run
+
+    def run(self, run: RunRef) -> Run:
+        """The run as it is now."""
+        found = self._run(self.request("GET", f"runs/{_run_id(run)}/"))
+        if isinstance(run, Run):
+            found.baseline = run.baseline
+        return found
+
+    def _run(self, data: Mapping[str, Any]) -> Run:
+        return Run(id=int(data["id"]), status=data["status"], evalset=int(data["evalset"]),
+                   evalset_version=int(data["evalset_version"]), name=data.get("name") or "",
+                   cases_total=data["cases_total"], cases_done=data["cases_done"], cases_failed=data["cases_failed"],
+                   cases_errored=data["cases_errored"], cases_missing=data["cases_missing"],
+                   cases_not_runnable=data["cases_not_runnable"], summary=data.get("summary"),
+                   url=self.url(f"/runs/{data['id']}/"), raw=dict(data))
+
+    def wait(self, run: RunRef, timeout: float = 600.0, poll: float = 1.0,
+             progress_callback: Callable[[Run], None] | None = None, *, max_failures: int = 20) -> RunResult:
+        """Poll until the run finishes, then return its result (compared with the run's
+        baseline, if `push_outputs` was given one). `progress_callback(run)` is called
+        whenever the run's progress moved. Raises WaitTimeout after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        current = self.run(run)
+        seen: tuple[Any, ...] | None = None
+        while True:
+            state = (current.status, current.settled, current.cases_failed, current.cases_errored)
+            if progress_callback is not None and state != seen:
+                progress_callback(current)
+            seen = state
+            if current.finished:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WaitTimeout(f"run {current.id} is still {current.status} after {timeout:g} s "
+                                  f"({current.settled}/{current.cases_total} settled): {current.url}",
+                                  code="timeout", url=current.url)
+            time.sleep(min(poll, left))
+            current = self.run(current)
+        return self.result(current, max_failures=max_failures)
+
+    def result(self, run: RunRef, *, max_failures: int = 20) -> RunResult:
+        """A finished run's result: its counts, the first `max_failures` cases that did not
+        pass with their scores and justifications, and its comparison with the baseline."""
+        current = run if isinstance(run, Run) and run.finished else self.run(run)
+        failures: list[CaseFailure] = []
+        for status in FAILED_STATUSES:
+            if len(failures) >= max_failures:
+                break
+            page = self.request("GET", f"runs/{current.id}/results/",
+                                params={"status": status, "limit": max_failures - len(failures)})
+            failures.extend(CaseFailure.from_result(r, current.url) for r in page["results"])
+        result = RunResult(run=current, failures=failures)
+        if current.baseline is not None:
+            try:
+                result.comparison = self.compare(current.baseline, current)
+            except ClientError as exc:
+                if exc.code != "no_baseline":
+                    raise
+                result.notes.append(_problem_text(exc))
+        return result
+
+    def iter_results(self, run: RunRef, *, status: str | None = None, applies_to: str | None = None,
+                     page_size: int = 200) -> Iterator[dict[str, Any]]:
+        """Every result of the run (API shape: status, scores with justifications, output)."""
+        yield from self._paged(f"runs/{_run_id(run)}/results/", {"status": status, "applies_to": applies_to},
+                               page_size)
+
+    def compare(self, base: RunRef | str | None, candidate: RunRef, *, alpha: float | None = None,
+                limit: int = 100) -> Comparison:
+        """`candidate` against `base`: a run, its id, "pinned" (the eval set's pinned run) or
+        None (the compare page's default). With `alpha`, the regression gate only trips on
+        a criterion whose pass -> fail flips are significant at that level."""
+        params: dict[str, Any] = {"candidate": _run_id(candidate), "limit": limit, "alpha": alpha}
+        if base is not None:
+            params["baseline"] = base if isinstance(base, str) else _run_id(base)
+        return Comparison(self.request("GET", "compare/", params=params))
+
+    def download_report(self, run: RunRef, path: str | Path) -> Path:
+        """The run's AgentFlow EvalReport JSON, written to `path`."""
+        target = Path(path)
+        with open(target, "wb") as fh:
+            self.request("GET", f"runs/{_run_id(run)}/report/", into=fh)
+        return target
+
+
+def _run_id(run: RunRef) -> int:
+    return run.id if isinstance(run, Run) else int(run)
+
+
+def _problem_text(exc: ClientError) -> str:
+    return "; ".join(str(p.get("message")) for p in exc.problems) or exc.message
+
+
+def _http_error(exc: urllib.error.HTTPError, url: str) -> ClientError:
+    raw = exc.read()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "message" in body:
+        return ClientError(str(body["message"]), status=exc.code, code=str(body.get("code") or "error"),
+                           problems=body.get("problems") or [], url=url)
+    text = _clip(raw.decode("utf-8", "replace"), 200) if raw else exc.reason
+    return ClientError(f"{url}: {text}", status=exc.code, code=f"http_{exc.code}", url=url)
+
+
+def _files(source: str | Path | Sequence[str | Path] | Mapping[str, bytes]) -> list[tuple[str, bytes]]:
+    """(name, bytes) to upload. A folder travels as one zip, so its layout (UiPath's
+    evaluators/ beside eval-sets/) survives: multipart file names carry no folders."""
+    if isinstance(source, Mapping):
+        return [(str(name), bytes(data)) for name, data in source.items()]
+    paths = [source] if isinstance(source, str | Path) else list(source)
+    out = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+                for child in sorted(path.rglob("*")):
+                    rel = child.relative_to(path).as_posix()
+                    if child.is_file() and not child.is_symlink() and not any(
+                            part.startswith(".") for part in rel.split("/")):
+                        archive.write(child, rel)
+            out.append((path.name + ".zip", buffer.getvalue()))
+        else:
+            out.append((path.name, path.read_bytes()))
+    return out
+
+
+def _outputs_list(data: bytes, filename: str) -> list[Any] | None:
+    """Outputs from a file's bytes: a JSON list, `{"results": [...]}`, one output object, or
+    JSON lines. None for any other document (an ADK result file): the server reads those."""
+    try:
+        text = data.decode("utf-8-sig")
+        doc = json.loads(text)
+    except UnicodeDecodeError:
+        return None  # a zip of result files, say
+    except ValueError:
+        try:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError:
+            return None  # the server says what is wrong, and where
+    if isinstance(doc, dict) and isinstance(doc.get("results"), list):
+        return list(doc["results"])
+    if isinstance(doc, dict) and "eval_id" in doc:
+        return [doc]
+    return doc if isinstance(doc, list) else None
+
+
+_FILENAME_ESCAPES = str.maketrans({'"': "%22", "\r": "%0D", "\n": "%0A"})
+
+
+def _multipart(fields: Mapping[str, str], files: Sequence[tuple[str, str, bytes]]) -> tuple[bytes, str]:
+    boundary = "evalsite-" + secrets.token_hex(16)
+    chunks: list[bytes] = []
+    for name, value in fields.items():
+        chunks.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode())
+        chunks.append(str(value).encode() + b"\r\n")
+    for name, filename, data in files:
+        chunks.append((f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; '
+                       f'filename="{filename.translate(_FILENAME_ESCAPES)}"\r\n'
+                       "Content-Type: application/octet-stream\r\n\r\n").encode())
+        chunks.append(data + b"\r\n")
+    chunks.append(f"--{boundary}--\r\n".encode())
+    return b"".join(chunks), f"multipart/form-data; boundary={boundary}"
+
+
+# --- JUnit XML ------------------------------------------------------------------------------
+
+# Characters XML 1.0 cannot hold at all, even escaped (control characters, lone surrogates).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: Any) -> str:
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def junit_xml(results: Iterable[Mapping[str, Any]], *, suite: str, run_id: int, run_url: str = "",
+              compare_url: str = "", iterations: int = 1, criteria: Sequence[str] = ()) -> bytes:
+    """JUnit XML of a run's results (the API's result shape, scores included): one test
+    case per eval case and criterion, named after the criterion, in class `suite/eval_id`.
+    A score below its threshold is a failure carrying the justification; an evaluator error
+    is an error. A case the agent errored on (or had no output for) has no scores: it is an
+    error under each of the run's `criteria`; a case that needs a user simulator is skipped."""
+    root = ET.Element("testsuites", name="evalsite")
+    suite_el = ET.SubElement(root, "testsuite", name=_xml(suite))
+    properties = ET.SubElement(suite_el, "properties")
+    for key, value in (("run_id", run_id), ("run_url", run_url), ("compare_url", compare_url)):
+        if value:
+            ET.SubElement(properties, "property", name=key, value=_xml(value))
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+
+    def case(classname: str, name: str) -> ET.Element:
+        counts["tests"] += 1
+        return ET.SubElement(suite_el, "testcase", classname=_xml(classname), name=_xml(name))
+
+    for result in results:
+        classname = f"{suite}/{result['eval_id']}"
+        suffix = f" [iteration {result.get('iteration', 0)}]" if iterations > 1 else ""
+        link = f"{run_url}cases/{result['id']}/" if run_url else ""
+        status = str(result.get("status"))
+        checks = score_checks(result)
+        if status in {"error", "missing", "not_runnable", "pending"}:
+            for name in [c.criterion for c in checks] or list(criteria) or ["agent output"]:
+                element = case(classname, name + suffix)
+                if status in {"not_runnable", "pending"}:
+                    counts["skipped"] += 1
+                    ET.SubElement(element, "skipped", message=_xml(result.get("error") or status))
+                else:
+                    counts["errors"] += 1
+                    message = f"{status}: {result.get('error') or 'no output'}"
+                    error = ET.SubElement(element, "error", message=_xml(_clip(message, 500)), type=status)
+                    error.text = _xml(message + (f"\n\n{link}" if link else ""))
+            continue
+        for check in checks:
+            element = case(classname, check.criterion + suffix)
+            if check.error:
+                counts["errors"] += 1
+                error = ET.SubElement(element, "error", message=_xml(_clip(check.error, 500)), type="evaluator_error")
+                error.text = _xml(check.error + (f"\n\n{link}" if link else ""))
+            elif check.passed is False:
+                counts["failures"] += 1
+                limit = threshold_text(check.threshold)
+                message = f"score {check.score_text}" + (f" vs threshold {limit}" if limit else "")
+                body = [f"{check.criterion} failed for {result['eval_id']}: {message}", "",
+                        "justification:", json.dumps(check.justification, indent=2, ensure_ascii=False, default=str)]
+                for detail in check.details:
+                    where = detail.get("node_name") or f"turn {detail.get('turn_index')}"
+                    body += ["", f"{detail.get('applies_to')} {where}: score {detail.get('score')}",
+                             json.dumps(detail.get("justification") or {}, indent=2, ensure_ascii=False, default=str)]
+                if link:
+                    body += ["", link]
+                failure = ET.SubElement(element, "failure", message=_xml(message), type="threshold")
+                failure.text = _xml("\n".join(body))
+    for key, value in counts.items():
+        suite_el.set(key, str(value))
+        root.set(key, str(value))
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)

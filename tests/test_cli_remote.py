@@ -1,0 +1,198 @@
+"""`manage.py eval` in remote mode, end to end: a live evalsite (`manage.py up`: gunicorn and
+a qcluster, on its own data directory) on 127.0.0.1, and the CLI run as a CI job runs it, in
+a separate process that only talks HTTP to the server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from tests.conftest import REPO
+from tests.engine_helpers import DEMO, perfect_outputs, regressed_outputs
+
+pytestmark = [pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    url: str
+    token: str
+    data_dir: Path
+
+    def api(self, path: str) -> dict:  # type: ignore[type-arg]
+        request = urllib.request.Request(f"{self.url}/api/v1/{path}", headers={"Authorization": f"Token {self.token}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+def _server_env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY",
+                                                            "DJANGO_SETTINGS_MODULE", "EVALSITE_TOKEN"}}
+    env.update({"EVALSITE_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"})
+    return env
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """evalsite as a team runs it on one machine, with an API token for the CI job."""
+    data_dir = tmp_path_factory.mktemp("server")
+    port = _free_port()
+    env = {**_server_env(data_dir), "EVALSITE_ADMIN_USERNAME": "ci-admin", "EVALSITE_ADMIN_PASSWORD": "ci-pass-123"}
+    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--web-workers", "1"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    output: list[str] = []
+    assert proc.stdout is not None
+    while not any("Press Ctrl+C" in line for line in output):
+        line = proc.stdout.readline()
+        assert line or proc.poll() is None, "".join(output)
+        output.append(line)
+    # Drain the access log so the server never blocks on a full pipe.
+    threading.Thread(target=lambda: output.extend(proc.stdout or []), daemon=True).start()
+    code = ("from django.contrib.auth import get_user_model; from evaluations.api.auth import token_create; "
+            "print(token_create(user=get_user_model().objects.get(username='ci-admin'), name='ci').secret)")
+    made = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=REPO, env=_server_env(data_dir),
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    try:
+        yield Server(f"http://127.0.0.1:{port}", made.stdout.strip().splitlines()[-1], data_dir)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def cli(tmp_path: Path, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, with its own (empty) data directory: it only talks HTTP."""
+    env = _server_env(tmp_path / "cli-data")
+    if token is not None:
+        env["EVALSITE_TOKEN"] = token
+    return subprocess.run([sys.executable, "manage.py", "eval", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _run_id(stdout: str) -> int:
+    match = re.search(r"^run (\d+): ", stdout, re.MULTILINE)
+    assert match, stdout
+    return int(match.group(1))
+
+
+def test_a_regressed_candidate_fails_the_build_with_junit_and_a_compare_link(server: Server, tmp_path: Path) -> None:
+    perfect = tmp_path / "perfect.json"
+    perfect.write_text(json.dumps(perfect_outputs()))
+    first = cli(tmp_path, str(DEMO), "--outputs", str(perfect), "--server", server.url, "--token", server.token,
+                "--branch", "main", "--poll", "0.2")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "eval set demo_travel_agent v1" in first.stdout
+    assert "completed: 8 results, 8 passed, 0 failed" in first.stdout
+    assert "8/8 done, 0 failed, 0 errored" in first.stderr  # progress, on stderr
+    baseline = _run_id(first.stdout)
+    assert f"run page:     {server.url}/runs/{baseline}/" in first.stdout
+
+    regressed = tmp_path / "regressed.jsonl"
+    regressed.write_text("\n".join(json.dumps(o) for o in regressed_outputs()))
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.json"
+    # The eval set by its id this time; the token from the environment.
+    second = cli(tmp_path, "demo_travel_agent", "--outputs", str(regressed), "--server", server.url,
+                 "--baseline", str(baseline), "--fail-on-regression", "--junit", str(junit),
+                 "--output-file", str(report), "--branch", "feature", "--poll", "0.2", token=server.token)
+    assert second.returncode == 1, second.stdout + second.stderr
+    candidate = _run_id(second.stdout)
+    out = second.stdout
+    assert "completed: 8 results, 6 passed, 2 failed" in out
+    assert f"vs baseline run {baseline}: 2 regressions, 0 improvements" in out
+    assert "regressed: weather_tokyo (trajectory_match 1.000 -> 0.000)" in out
+    assert "regression gate: FAILED (2 cases regressed)" in out
+    assert f"compare page: {server.url}/compare/?baseline={baseline}&candidate={candidate}" in out
+    assert f"run page:     {server.url}/runs/{candidate}/" in out
+
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("name") == "demo_travel_agent"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("16", "2", "0")
+    failures = {c.get("classname"): c.find("failure") for c in suite.iter("testcase") if c.find("failure") is not None}
+    assert set(failures) == {"demo_travel_agent/weather_tokyo", "demo_travel_agent/order_status"}
+    tokyo = failures["demo_travel_agent/weather_tokyo"]
+    assert tokyo is not None and tokyo.get("message") == "score 0.000 vs threshold >= 0.8"
+    assert '"city": "Kyoto"' in (tokyo.text or "") and '"city": "Tokyo"' in (tokyo.text or "")  # the justification
+    assert f"{server.url}/runs/{candidate}/cases/" in (tokyo.text or "")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["compare_url"] == f"{server.url}/compare/?baseline={baseline}&candidate={candidate}"
+
+    assert json.loads(report.read_text())["summary"]["passed_cases"] == 6  # the EvalReport, downloaded
+    compared = server.api(f"compare/?baseline={baseline}&candidate={candidate}")
+    assert compared["counts"]["regressed"] == 2
+    assert server.api(f"runs/{candidate}/")["branch"] == "feature"
+
+    # A significance level the eight-case set cannot reach, and known failures allowed: passes.
+    third = cli(tmp_path, "demo_travel_agent", "--outputs", str(regressed), "--server", server.url,
+                "--baseline", str(baseline), "--fail-on-regression", "--significance", "0.05",
+                "--regressions-only", "--poll", "0.2", token=server.token)
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "regression gate: passed (no criterion significantly worse at alpha 0.05" in third.stdout
+
+
+def test_the_server_can_run_the_target_itself(server: Server, tmp_path: Path) -> None:
+    done = cli(tmp_path, str(DEMO), "--target", "demo", "--eval-ids", "weather_tokyo,order_status",
+               "--server", server.url, "--token", server.token, "--poll", "0.2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "completed: 2 results, 2 passed" in done.stdout
+    run = server.api(f"runs/{_run_id(done.stdout)}/")
+    assert (run["target_kind"], run["eval_ids"]) == ("python", ["weather_tokyo", "order_status"])
+
+
+def test_a_wrong_token_exits_2_with_a_clear_message_and_starts_nothing(server: Server, tmp_path: Path) -> None:
+    before = server.api("runs/")["count"]
+    done = cli(tmp_path, str(DEMO), "--outputs", str(DEMO), "--server", server.url, "--token", "es_wrong")
+    assert done.returncode == 2
+    assert "error: HTTP 401 authentication_failed: invalid or revoked token" in done.stderr
+    assert "check --token or $EVALSITE_TOKEN" in done.stderr
+    missing = cli(tmp_path, str(DEMO), "--outputs", str(DEMO), "--server", server.url)
+    assert missing.returncode == 2 and "remote mode needs an API token" in missing.stderr
+    assert server.api("runs/")["count"] == before
+
+
+def test_server_side_errors_exit_2_and_start_nothing(server: Server, tmp_path: Path) -> None:
+    before = server.api("runs/")["count"]
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(perfect_outputs()))
+    unknown_baseline = cli(tmp_path, str(DEMO), "--outputs", str(outputs), "--server", server.url,
+                           "--baseline", "999999", token=server.token)
+    assert unknown_baseline.returncode == 2 and "HTTP 404 not_found" in unknown_baseline.stderr
+    strangers = tmp_path / "strangers.json"
+    strangers.write_text(json.dumps([{"eval_id": "not_in_the_set", "turns": []}]))
+    bad = cli(tmp_path, str(DEMO), "--outputs", str(strangers), "--server", server.url, token=server.token)
+    assert bad.returncode == 2 and "HTTP 400" in bad.stderr and "not_in_the_set" in bad.stderr
+    no_set = cli(tmp_path, "no_such_eval_set", "--outputs", str(outputs), "--server", server.url, token=server.token)
+    assert no_set.returncode == 2 and "no file and no eval set 'no_such_eval_set'" in no_set.stderr
+    assert server.api("runs/")["count"] == before
+
+
+def test_an_unreachable_server_exits_2(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens there
+    done = cli(tmp_path, str(DEMO), "--outputs", str(DEMO), "--server", f"http://127.0.0.1:{port}", "--token", "es_x")
+    assert done.returncode == 2
+    assert f"error: cannot reach http://127.0.0.1:{port}" in done.stderr
+    usage = cli(tmp_path, str(DEMO), "--outputs", str(DEMO), "--server", "ftp://example", "--token", "es_x")
+    assert usage.returncode == 2 and "--server" in usage.stderr
