@@ -834,3 +834,21 @@ def test_scores_table_is_unaffected_by_interaction_level_scores(regressed: Run, 
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk]) + "?tag=multi-turn"))
     paris = page.split(">weather_paris_followup</a>", 1)[1].split("</tr>", 1)[0]
     assert paris.count('class="num score') == 2
+
+
+def test_the_export_menu_downloads_every_shape_of_the_run(regressed: Run, alice_client: Client) -> None:
+    page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
+    menu = page.split('<summary class="button">Export</summary>', 1)[1].split("</details>", 1)[0]
+    links = [href.replace("&amp;", "&") for href in re.findall(r'<a href="([^"]+)" download>', menu)]
+    assert len(links) == 4
+    bodies = {}
+    for href in links:
+        response = alice_client.get(href)
+        assert response.status_code == 200, href
+        body = b"".join(response.streaming_content) if response.streaming else response.content
+        bodies[href.split("?")[0].rstrip("/").rsplit("/", 1)[-1]] = body.decode()
+    csv_lines = bodies["results.csv"].splitlines()
+    assert csv_lines[0].startswith("eval_id") and len(csv_lines) == 1 + CaseResult.objects.filter(run=regressed).count()
+    assert json.loads(bodies["report"])["eval_set_id"]
+    assert json.loads(bodies["metrics"])
+    assert json.loads(bodies["upsonic"])
