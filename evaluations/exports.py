@@ -205,6 +205,14 @@ def run_metric_records(run: Run, *, aggregated: bool = False, with_records: bool
         ).model_dump(mode="json", exclude_none=True)
 
 
+def run_metric_records_chunks(run: Run) -> Iterator[str]:
+    """Every individual metric record of the run as one JSON array, a chunk at a time."""
+    yield "["
+    for index, record in enumerate(run_metric_records(run)):
+        yield ("," if index else "") + "\n" + json.dumps(record, ensure_ascii=False)
+    yield "\n]\n"
+
+
 def _groups(run: Run) -> dict[str, str]:
     """Criterion -> its evaluator's metric group (watsonx metric groups)."""
     from evaluations.evaluators import registry

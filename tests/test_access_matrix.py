@@ -95,6 +95,7 @@ ROUTES = [
     Route("api_run_csv", READ, api=True),
     Route("api_run_upsonic", READ, api=True),
     Route("api_run_metrics", READ, api=True),
+    Route("api_run_metric_records", READ, api=True),
     Route("api_configs", READ, api=True, scoped=False),
     Route("api_evalset_version", READ, api=True),
     Route("api_evalset_version_native", READ, api=True),

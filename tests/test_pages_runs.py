@@ -850,5 +850,7 @@ def test_the_export_menu_downloads_every_shape_of_the_run(regressed: Run, alice_
     csv_lines = bodies["results.csv"].splitlines()
     assert csv_lines[0].startswith("eval_id") and len(csv_lines) == 1 + CaseResult.objects.filter(run=regressed).count()
     assert json.loads(bodies["report"])["eval_set_id"]
-    assert json.loads(bodies["metrics"])
+    records = json.loads(bodies["metrics.json"])
+    assert len(records) == Score.objects.filter(run=regressed).count()
+    assert {"name", "value", "applies_to", "conversation_id", "passed"} <= set(records[0])
     assert json.loads(bodies["upsonic"])

@@ -4,10 +4,7 @@ the results (one by one or paged) and the exports."""
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
-from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -470,17 +467,19 @@ class RunCsv(DownloadView):
                               **error_responses(*READ_ERRORS)})
     def get(self, request: Request, pk: int) -> Any:
         run = _run_or_404(request, pk)
-        return streamed(_csv_lines(exports.run_wide_rows(run)), "text/csv", f"run-{run.pk}-results.csv")
+        return streamed(exports.csv_lines(exports.run_wide_rows(run)), "text/csv", f"run-{run.pk}-results.csv")
 
 
-def _csv_lines(rows: Iterator[list[Any]]) -> Iterator[str]:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    for row in rows:
-        writer.writerow(row)
-        yield buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
+class RunMetricRecords(DownloadView):
+    """Every individual metric record (watsonx.governance's `AgentMetricResult` shape), streamed."""
+
+    @extend_schema(summary="Every individual metric record of the run (watsonx-style JSON download)",
+                   responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT,
+                                                                         description="a list of metric records"),
+                              **error_responses(*READ_ERRORS)})
+    def get(self, request: Request, pk: int) -> Any:
+        run = _run_or_404(request, pk)
+        return streamed(exports.run_metric_records_chunks(run), "application/json", f"run-{run.pk}-metrics.json")
 
 
 # --- Saved evaluation configs ---------------------------------------------------------------

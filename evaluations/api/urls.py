@@ -27,6 +27,7 @@ urlpatterns = [
     path("runs/<id:pk>/report/", runs.RunReport.as_view(), name="api_run_report"),
     path("runs/<id:pk>/results.csv", runs.RunCsv.as_view(), name="api_run_csv"),
     path("runs/<id:pk>/upsonic/", runs.RunUpsonic.as_view(), name="api_run_upsonic"),
+    path("runs/<id:pk>/metrics.json", runs.RunMetricRecords.as_view(), name="api_run_metric_records"),
     path("runs/<id:pk>/metrics/", metrics.RunMetrics.as_view(), name="api_run_metrics"),
     path("runs/<id:pk>/metrics/results/", metrics.RunMetricResults.as_view(), name="api_run_metric_results"),
     path("runs/<id:pk>/wide/", metrics.RunWideTable.as_view(), name="api_run_wide"),
