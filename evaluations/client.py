@@ -15,13 +15,31 @@ reached is a `ServerUnreachable`, a run that does not finish in time a `WaitTime
 
 `junit_xml` writes a run's results as JUnit XML (one test case per eval case and criterion),
 for CI systems that show test reports.
+
+The file is also the CI command, the same as `python manage.py eval --server` (which calls
+`main`'s implementation), without Django or an evalsite install:
+
+    python -m evaluations.client eval EVALSET --server URL (--outputs FILE | --target T) [options]
+    python client.py eval ...   # a copy of this one file
+
+Exit codes: 0 all good; 1 thresholds failed, the run did not complete, or (with
+--fail-on-regression) a regression; 2 usage, input or server error.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+
+if __name__ == "__main__" and __spec__ is None and sys.path and (
+        os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__))):
+    # Run as a file from an evalsite checkout: the modules beside it (evaluations/selectors.py)
+    # must not shadow the standard library's.
+    sys.path.pop(0)
+
+import argparse
 import io
 import json
-import os
 import re
 import secrets
 import shutil
@@ -33,7 +51,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 from xml.etree import ElementTree as ET
 
 __all__ = [
@@ -48,6 +66,7 @@ __all__ = [
     "ServerUnreachable",
     "WaitTimeout",
     "junit_xml",
+    "main",
 ]
 
 USER_AGENT = "evalsite-client/1"
@@ -812,3 +831,378 @@ def junit_xml(results: Iterable[Mapping[str, Any]], *, suite: str, run_id: int, 
         root.set(key, str(value))
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+# --- `eval`: the CI command -----------------------------------------------------------------
+#
+# `python -m evaluations.client eval ...`, `python client.py eval ...` (a copy of this file) and
+# `python manage.py eval --server ...` all run `run_eval`: the options, the remote run, the
+# summary, JUnit, and the exit codes live here, once. `manage.py eval` adds its local mode.
+
+DEMO_TARGET = "evaluations.demo.agent:respond"
+FAILURES_SHOWN = 10
+REGRESSIONS_SHOWN = 20
+
+
+class UsageError(Exception):
+    """A bad option or input: exit code 2, nothing started."""
+
+
+class Writer(Protocol):
+    """Where the command writes: a text stream (or Django's OutputWrapper)."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> object: ...
+
+
+def _say(stream: Writer, text: str = "") -> None:
+    stream.write(text + "\n")
+
+
+@dataclass
+class Outcome:
+    """A finished run, whichever mode ran it, in the API's shapes."""
+
+    run: dict[str, Any]  # the API's run shape
+    suite: str  # the eval set's id: JUnit class names are `suite/eval_id`
+    run_url: str
+    results: Callable[[], Iterable[Mapping[str, Any]]]  # every result, scores included
+    failures: list[CaseFailure]  # the first few that did not pass
+    comparison: dict[str, Any] | None = None  # the comparison API's body
+    notes: list[str] = field(default_factory=list)
+    link_note: str = ""
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `eval` command's options (`manage.py eval` has the same)."""
+    parser.add_argument("evalset", metavar="EVALSET", help="eval-set file, zip or folder, or an eval set id")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--outputs", metavar="FILE", help="agent outputs (JSON or JSONL, or ADK result files)")
+    source.add_argument("--target", metavar="URL_OR_CALLABLE",
+                        help="an HTTP endpoint, a Python `module:function`, or `demo`")
+    parser.add_argument("--config", metavar="FILE", help="evaluation config (AgentFlow EvalConfig or ADK "
+                        "test_config.json); default: the eval set's own, else evalsite's")
+    parser.add_argument("--project", default=None,
+                        help="project slug (local default: default; remote default: your only project)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="parallel workers (default: 1); remote: the HTTP target's concurrency")
+    parser.add_argument("--iterations", type=int, default=1)
+    parser.add_argument("--warmups", type=int, default=0)
+    parser.add_argument("--eval-ids", help="comma-separated eval ids to run (default: all)")
+    parser.add_argument("--input-overrides", metavar="JSON",
+                        help='per eval id, merged into the inputs: {"eval-1": {"city": "Oslo"}}')
+    parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
+                        help="HTTP header for the target (repeatable)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per agent call")
+    parser.add_argument("--output-file", metavar="FILE", help="write the AgentFlow EvalReport JSON here")
+    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: a test case per eval case and criterion")
+    parser.add_argument("--baseline", metavar="RUN_ID|pinned",
+                        help="compare the run with this run of the same eval set, or with its pinned run")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when the run regressed against the baseline (default baseline: pinned)")
+    parser.add_argument("--significance", type=float, metavar="ALPHA",
+                        help="with --fail-on-regression: fail only on a criterion whose pass->fail flips are "
+                             "significant at ALPHA (exact McNemar test)")
+    parser.add_argument("--regressions-only", action="store_true",
+                        help="with --fail-on-regression: cases below their thresholds alone do not fail "
+                             "(cases failing in the baseline too are known failures)")
+    parser.add_argument("--model", default="")
+    parser.add_argument("--branch", default="")
+    parser.add_argument("--commit", default="")
+    parser.add_argument("--tag", action="append", default=[])
+    parser.add_argument("--name", default="")
+    remote = parser.add_argument_group("remote mode")
+    remote.add_argument("--server", metavar="URL", help="run on this evalsite server over its API")
+    remote.add_argument("--token", help=f"API token (default: ${TOKEN_ENV})")
+    remote.add_argument("--poll", type=float, default=1.0, help="seconds between progress checks (default: 1)")
+    remote.add_argument("--wait-timeout", type=float, default=3600.0,
+                        help="give up waiting after this many seconds (default: 3600; exit 2)")
+
+
+def check_eval_options(options: dict[str, Any]) -> None:
+    """Checks every option before anything is uploaded or started, and adds what they
+    say: `target_spec` (kind, target) for --target, `config_doc` for --config."""
+    if options["token"] and not options["server"]:
+        raise UsageError("--token is for remote mode: give --server URL too")
+    alpha = options["significance"]
+    if alpha is not None and not 0 < alpha <= 0.5:
+        raise UsageError(f"--significance {alpha:g}: give a level between 0 and 0.5, like 0.05")
+    if options["regressions_only"] and not options["fail_on_regression"]:
+        raise UsageError("--regressions-only goes with --fail-on-regression")
+    baseline = options["baseline"]
+    if baseline is not None and baseline != "pinned" and not baseline.isdigit():
+        raise UsageError(f"--baseline {baseline!r}: give a run id or `pinned`")
+    if options["fail_on_regression"] and baseline is None:
+        options["baseline"] = "pinned"
+    if options["workers"] < 1:
+        raise UsageError("--workers must be at least 1")
+    input_overrides_option(options)
+    options["target_spec"] = parse_target(options) if options["target"] else None
+    options["config_doc"] = read_config(options["config"]) if options["config"] else None
+
+
+def eval_ids_option(options: Mapping[str, Any]) -> list[str] | None:
+    if not options["eval_ids"]:
+        return None
+    return [e.strip() for e in options["eval_ids"].split(",") if e.strip()] or None
+
+
+def input_overrides_option(options: Mapping[str, Any]) -> dict[str, Any]:
+    if not options["input_overrides"]:
+        return {}
+    try:
+        overrides = json.loads(options["input_overrides"])
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--input-overrides is not valid JSON: {exc}") from None
+    if not isinstance(overrides, dict):
+        raise UsageError('--input-overrides: give an object of eval id -> inputs, like {"eval-1": {"city": "Oslo"}}')
+    return overrides
+
+
+def read_config(path: str) -> dict[str, Any]:
+    """An evaluation config file as an AgentFlow EvalConfig document (an ADK
+    test_config.json, criterion name -> threshold, becomes one). Whoever runs the evaluation
+    validates it: the server (a 400 with the problems), or `manage.py eval` locally."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--config {path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"--config {path} is not an evaluation config: give a JSON object with `criteria`")
+    criteria = doc.get("criteria")
+    if isinstance(criteria, dict) and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                          for v in criteria.values()):
+        doc = {**doc, "criteria": {name: {"threshold": float(v)} for name, v in criteria.items()}}
+    return doc
+
+
+def parse_target(options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """--target as the API's (target_kind, target)."""
+    target: str = options["target"] or ""
+    if target == "demo":
+        target = DEMO_TARGET
+    if target.startswith(("http://", "https://")):
+        headers = {}
+        for header in options["header"]:
+            name, sep, value = header.partition(":")
+            if not sep:
+                raise UsageError(f"--header {header!r}: use NAME:VALUE")
+            headers[name.strip()] = value.strip()
+        return "http", {"url": target, "headers": headers, "timeout_seconds": options["timeout"],
+                        "concurrency": max(1, options["workers"])}
+    if ":" in target:
+        return "python", {"callable": target, "timeout_seconds": options["timeout"]}
+    raise UsageError(f"--target {target!r}: give an http(s) URL, a Python module:function, or `demo`")
+
+
+def progress_line(settled: int, total: int, failed: int, errored: int) -> str:
+    return f"  {settled}/{total} done, {failed} failed, {errored} errored"
+
+
+def remote_outcome(options: dict[str, Any], out: Writer, err: Writer) -> Outcome:
+    """Runs the evaluation on `options["server"]`: uploads or finds the eval set, pushes the
+    outputs or starts the target run, waits (progress on `err`), compares, downloads."""
+    token = options["token"] or os.environ.get(TOKEN_ENV)
+    if not token:
+        raise UsageError(f"remote mode needs an API token: --token T or ${TOKEN_ENV}")
+    try:
+        client = Client(options["server"], token)
+    except ValueError as exc:
+        raise UsageError(f"--server: {exc}") from None
+    evalset = _remote_evalset(client, options, out)
+    baseline_ref = options["baseline"]
+    if baseline_ref and baseline_ref != "pinned":
+        found = client.run(int(baseline_ref))  # a 404 here: nothing started
+        if found.evalset != evalset.id:
+            raise UsageError(f"--baseline {baseline_ref}: run {baseline_ref} is of another eval set "
+                             f"(id {found.evalset}), not {evalset.eval_set_id!r} (id {evalset.id})")
+    common: dict[str, Any] = {
+        "config": options.get("config_doc"), "project": options["project"], "eval_ids": eval_ids_option(options),
+        "input_overrides": input_overrides_option(options) or None, "name": options["name"],
+        "model": options["model"], "branch": options["branch"], "git_commit": options["commit"],
+        "tags": options["tag"]}
+    if options["outputs"]:
+        path = Path(options["outputs"])
+        if not path.is_file():
+            raise UsageError(f"--outputs {path}: no such file")
+        run = client.push_outputs(evalset, path, **common)
+    else:
+        kind, target = options["target_spec"] or parse_target(options)
+        run = client.start_run(evalset, target_kind=kind, target=target, iterations=options["iterations"],
+                               warmups=options["warmups"], **common)
+    _say(out, f"run {run.id}: {run.cases_total} results to evaluate "
+              f"({evalset.eval_set_id} v{run.evalset_version}) on {client.server}")
+    out.flush()
+
+    def progress(current: Run) -> None:
+        _say(err, progress_line(current.settled, current.cases_total, current.cases_failed, current.cases_errored))
+
+    result = client.wait(run, timeout=options["wait_timeout"], poll=options["poll"], progress_callback=progress,
+                         max_failures=FAILURES_SHOWN)
+    finished = result.run
+    outcome = Outcome(run=finished.raw, suite=evalset.eval_set_id, run_url=finished.url,
+                      results=lambda: client.iter_results(finished, page_size=500), failures=result.failures)
+    if baseline_ref:
+        try:
+            compared = client.compare(baseline_ref, finished, alpha=options["significance"], limit=REGRESSIONS_SHOWN)
+        except ClientError as exc:
+            if exc.code != "no_baseline":
+                raise
+            outcome.notes.append(f"{exc.message}: nothing to compare with yet (pin a run on its page)")
+        else:
+            outcome.comparison = compared.raw
+    if options["output_file"]:
+        client.download_report(finished, options["output_file"])
+        _say(out, f"report written to {options['output_file']}")
+    return outcome
+
+
+def _remote_evalset(client: Client, options: Mapping[str, Any], out: Writer) -> EvalSet:
+    ref = options["evalset"]
+    if Path(ref).exists():
+        uploaded = client.upload_evalsets(ref, project=options["project"])
+        if len(uploaded) != 1:
+            raise UsageError(f"{ref} holds {len(uploaded)} eval sets; pass one")
+        evalset = uploaded[0]
+        _say(out, f"eval set {evalset.eval_set_id} v{evalset.version} "
+                  f"({'uploaded' if evalset.created else 'unchanged'}, {evalset.case_count} cases)")
+        return evalset
+    try:
+        return client.evalset(ref, project=options["project"])
+    except ClientError as exc:
+        if exc.status == 404:
+            raise UsageError(f"no file and no eval set {ref!r} on {client.server}") from None
+        raise
+
+
+def print_summary(outcome: Outcome, options: Mapping[str, Any], out: Writer) -> None:
+    """The criteria table, the counts, the first failed cases, the comparison, the links."""
+    run = outcome.run
+    summary = run.get("summary") or {}
+
+    def write(text: str = "") -> None:
+        _say(out, text)
+
+    write()
+    write(f"{'criterion':<32} {'mean':>7} {'pass rate':>10} {'count':>6} {'errors':>7}")
+    for name, stats in (summary.get("criteria") or {}).items():
+        mean = "-" if stats.get("mean") is None else f"{stats['mean']:.3f}"
+        shown = "-" if stats.get("pass_rate") is None else f"{stats['pass_rate']:.1%}"
+        write(f"{name:<32} {mean:>7} {shown:>10} {stats['count']:>6} {stats['errors']:>7}")
+    latency = summary.get("latency") or {}
+    if latency.get("count"):
+        write(f"latency p50 {latency['p50']:.3f} s, p95 {latency['p95']:.3f} s, max {latency['max']:.3f} s")
+    rate = summary.get("pass_rate")
+    passed = run["cases_done"] - run["cases_failed"] - run["cases_errored"]
+    write(f"{run['status']}: {run['cases_total']} results, {passed} passed, {run['cases_failed']} failed, "
+          f"{run['cases_errored']} errored, {run['cases_missing']} missing, "
+          f"{run['cases_not_runnable']} not runnable" + (f" (pass rate {rate:.1%})" if rate is not None else ""))
+    if outcome.failures:
+        total = run["cases_failed"] + run["cases_errored"] + run["cases_missing"]
+        write()
+        write(f"cases that did not pass ({len(outcome.failures)} of {total} shown):")
+        for failure in outcome.failures:
+            for line in failure.lines():
+                write("  " + line)
+    compared = outcome.comparison
+    if compared is not None:
+        write()
+        write(f"vs baseline run {compared['baseline']['id']}: {compared['headline']}")
+        write(f"{'cases':<16} {'baseline -> candidate':>22}")
+        for key, count in compared["counts"].items():
+            if count:
+                write(f"  {key:<14} {count:>22}")
+        for line in Comparison(compared).regression_lines():
+            write(line)
+        gate = compared["gate"]
+        write(f"regression gate: {'FAILED' if gate['regressed'] else 'passed'} ({gate['reason']})"
+              + ("" if options["fail_on_regression"] else ", not gating: no --fail-on-regression"))
+    for note in outcome.notes:
+        write(f"note: {note}")
+    write()
+    write(f"run page:     {outcome.run_url}")
+    if compared is not None:
+        write(f"compare page: {compared['compare_url']}")
+    if outcome.link_note:
+        write(f"  ({outcome.link_note})")
+
+
+def write_junit(outcome: Outcome, path: str, out: Writer) -> None:
+    run = outcome.run
+    criteria = [name for name, c in ((run.get("config") or {}).get("criteria") or {}).items()
+                if c.get("enabled", True)]
+    compare_url = outcome.comparison["compare_url"] if outcome.comparison else ""
+    data = junit_xml(outcome.results(), suite=outcome.suite, run_id=run["id"], run_url=outcome.run_url,
+                     compare_url=compare_url, iterations=run.get("iterations") or 1, criteria=criteria)
+    Path(path).write_bytes(data)
+    _say(out, f"JUnit XML written to {path}")
+
+
+def exit_code(outcome: Outcome, options: Mapping[str, Any]) -> int:
+    run = outcome.run
+    if run["status"] != "completed":
+        return 1
+    below_threshold = run["cases_failed"] or run["cases_errored"] or run["cases_missing"]
+    if below_threshold and not options["regressions_only"]:
+        return 1
+    compared = outcome.comparison
+    if options["fail_on_regression"] and compared is not None and compared["gate"]["regressed"]:
+        return 1
+    return 0
+
+
+def run_eval(options: dict[str, Any], *, out: Writer, err: Writer,
+             local: Callable[[dict[str, Any]], Outcome] | None = None) -> int:
+    """The `eval` command on parsed options: remote with --server, else `local(options)`
+    (`manage.py eval`; without it --server is required). Returns the exit code."""
+    try:
+        check_eval_options(options)
+        if options["server"]:
+            outcome = remote_outcome(options, out, err)
+        elif local is not None:
+            outcome = local(options)
+        else:
+            raise UsageError("give --server URL (and --token T or $EVALSITE_TOKEN): this command runs the "
+                             "evaluation on an evalsite server; `python manage.py eval` in an evalsite checkout "
+                             "also runs it locally")
+        print_summary(outcome, options, out)
+        if options["junit"]:
+            write_junit(outcome, options["junit"], out)
+    except UsageError as exc:
+        _say(err, f"error: {exc}")
+        return 2
+    except ClientError as exc:
+        hint = ""
+        if exc.status == 401:
+            hint = f"\n  (check --token or ${TOKEN_ENV}: create a token on your account page)"
+        _say(err, f"error: {exc}{hint}")
+        return 2
+    except OSError as exc:  # an unreadable input or an unwritable --junit / --output-file
+        _say(err, f"error: {exc}")
+        return 2
+    return exit_code(outcome, options)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m evaluations.client eval EVALSET --server URL ...` (or `python client.py
+    eval ...`): `manage.py eval`'s remote mode, standard library only."""
+    parser = argparse.ArgumentParser(
+        description="evalsite's CI client: evaluate an agent on a team server, print a summary, and gate on "
+                    "thresholds and regressions (exit 0 good, 1 failed or regressed, 2 usage or server error).")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_eval_arguments(commands.add_parser(
+        "eval", help="evaluate on an evalsite server (the same as `manage.py eval --server`)",
+        description="Evaluate an agent (uploaded outputs or a target the server calls) on an eval set on an "
+                    "evalsite server, print a summary table and the run and compare links, and exit 0 (good), "
+                    "1 (thresholds failed, run not completed, or with --fail-on-regression a regression) or 2 "
+                    "(usage, input or server error)."))
+    try:
+        options = vars(parser.parse_args(argv))
+    except SystemExit as exc:  # --help, or argparse's usage error
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    return run_eval(options, out=sys.stdout, err=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -62,6 +62,19 @@ def test_an_adk_style_config_file_sets_the_thresholds(tmp_path: Path, capsys: py
 
 
 @pytest.mark.django_db
+def test_a_config_that_is_not_an_eval_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = _write(tmp_path, "outputs.json", perfect_outputs())
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"criteria": {"trajectory_match": {"threshold": "high"}}}))
+    code, _, err = _eval(capsys, str(DEMO), "--outputs", outputs, "--config", str(config))
+    assert code == 2 and f"--config {config} is not an evaluation config" in err
+    config.write_text("[1, 2]")
+    code, _, err = _eval(capsys, str(DEMO), "--outputs", outputs, "--config", str(config))
+    assert code == 2 and "give a JSON object with `criteria`" in err
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     outputs = tmp_path / "outputs.json"
     outputs.write_text(json.dumps([{"eval_id": "not_in_the_set", "turns": []}]))

@@ -1,12 +1,15 @@
 """`manage.py eval` in remote mode, end to end: a live evalsite (`manage.py up`: gunicorn and
 a qcluster, on its own data directory) on 127.0.0.1, and the CLI run as a CI job runs it, in
-a separate process that only talks HTTP to the server."""
+a separate process that only talks HTTP to the server. Also the same command without Django:
+`python -m evaluations.client eval ...` and a copy of the single file `client.py`, run by a
+Python that cannot import Django at all (`-S`: no site-packages)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -196,3 +199,131 @@ def test_an_unreachable_server_exits_2(tmp_path: Path) -> None:
     assert f"error: cannot reach http://127.0.0.1:{port}" in done.stderr
     usage = cli(tmp_path, str(DEMO), "--outputs", str(DEMO), "--server", "ftp://example", "--token", "es_x")
     assert usage.returncode == 2 and "--server" in usage.stderr
+
+
+# --- The stdlib entry point: `python -m evaluations.client eval` and a vendored client.py ---------
+
+CLIENT = REPO / "evaluations" / "client.py"
+NOT_STDLIB = ("django", "rest_framework", "pydantic", "django_q", "evalsite")
+# `python -m evaluations.client`, reporting at exit which modules beyond the standard library
+# (and the `evaluations` package's empty __init__) were imported.
+RUN_MODULE = f"""
+import runpy, sys
+sys.argv = ["evaluations.client", *sys.argv[1:]]
+code = 0
+try:
+    runpy.run_module("evaluations.client", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    code = exc.code
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in {NOT_STDLIB!r} or m.startswith("evaluations."))
+print("non-stdlib modules:", loaded, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _stdlib_env(tmp_path: Path, token: str | None, pythonpath: str | None) -> dict[str, str]:
+    env = _server_env(tmp_path / "cli-data")
+    assert "DJANGO_SETTINGS_MODULE" not in env
+    env.pop("PYTHONPATH", None)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    if token is not None:
+        env["EVALSITE_TOKEN"] = token
+    return env
+
+
+def module_cli(tmp_path: Path, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m evaluations.client eval ...` from elsewhere than the checkout, by a Python
+    without site-packages (-S): Django and the project's requirements cannot be imported."""
+    return subprocess.run([sys.executable, "-S", "-c", RUN_MODULE, "eval", *args], cwd=tmp_path,
+                          env=_stdlib_env(tmp_path, token, str(REPO)), capture_output=True, text=True, timeout=300)
+
+
+def file_cli(script: Path, cwd: Path, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`python path/to/client.py eval ...`, no site-packages and no PYTHONPATH."""
+    return subprocess.run([sys.executable, "-S", str(script), "eval", *args], cwd=cwd,
+                          env=_stdlib_env(cwd, token, None), capture_output=True, text=True, timeout=300)
+
+
+def _assert_regressed(done: subprocess.CompletedProcess[str], server: Server, baseline: int, junit: Path) -> int:
+    assert done.returncode == 1, done.stdout + done.stderr
+    candidate = _run_id(done.stdout)
+    out = done.stdout
+    assert "completed: 8 results, 6 passed, 2 failed" in out
+    assert "8/8 done" in done.stderr  # progress, on stderr
+    assert f"vs baseline run {baseline}: 2 regressions, 0 improvements" in out
+    assert "regression gate: FAILED (2 cases regressed)" in out
+    compare_url = f"{server.url}/compare/?baseline={baseline}&candidate={candidate}"
+    assert f"compare page: {compare_url}" in out
+    assert f"run page:     {server.url}/runs/{candidate}/" in out
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("name") == "demo_travel_agent"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("16", "2", "0")
+    failed = {c.get("classname") for c in suite.iter("testcase") if c.find("failure") is not None}
+    assert failed == {"demo_travel_agent/weather_tokyo", "demo_travel_agent/order_status"}
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["compare_url"] == compare_url
+    return candidate
+
+
+def test_the_stdlib_client_gates_ci_without_django_as_a_module_and_as_a_copied_file(server: Server,
+                                                                                   tmp_path: Path) -> None:
+    vendored = tmp_path / "ci" / "client.py"  # what a team copies into its repository
+    vendored.parent.mkdir()
+    shutil.copyfile(CLIENT, vendored)
+    perfect, regressed = tmp_path / "perfect.json", tmp_path / "regressed.jsonl"
+    perfect.write_text(json.dumps(perfect_outputs()))
+    regressed.write_text("\n".join(json.dumps(o) for o in regressed_outputs()))
+
+    first = file_cli(vendored, tmp_path, str(DEMO), "--outputs", str(perfect), "--server", server.url,
+                     "--token", server.token, "--branch", "main", "--poll", "0.2")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "completed: 8 results, 8 passed, 0 failed" in first.stdout
+    baseline = _run_id(first.stdout)
+
+    junit = tmp_path / "module-junit.xml"
+    second = module_cli(tmp_path, "demo_travel_agent", "--outputs", str(regressed), "--server", server.url,
+                        "--baseline", str(baseline), "--fail-on-regression", "--junit", str(junit),
+                        "--branch", "feature", "--poll", "0.2", token=server.token)
+    assert "non-stdlib modules: []" in second.stderr, second.stderr
+    candidate = _assert_regressed(second, server, baseline, junit)
+    assert server.api(f"runs/{candidate}/")["branch"] == "feature"
+
+    junit, report = tmp_path / "file-junit.xml", tmp_path / "report.json"
+    third = file_cli(vendored, tmp_path, str(DEMO), "--outputs", str(regressed), "--server", server.url,
+                     "--baseline", str(baseline), "--fail-on-regression", "--junit", str(junit),
+                     "--output-file", str(report), "--poll", "0.2", token=server.token)
+    _assert_regressed(third, server, baseline, junit)
+    assert "eval set demo_travel_agent v1 (unchanged, 8 cases)" in third.stdout
+    assert json.loads(report.read_text())["summary"]["passed_cases"] == 6
+
+    # Known failures allowed and a significance level the eight cases cannot reach: exit 0.
+    fourth = module_cli(tmp_path, "demo_travel_agent", "--outputs", str(regressed), "--server", server.url,
+                        "--baseline", str(baseline), "--fail-on-regression", "--significance", "0.05",
+                        "--regressions-only", "--poll", "0.2", token=server.token)
+    assert fourth.returncode == 0, fourth.stdout + fourth.stderr
+    assert "regression gate: passed (no criterion significantly worse at alpha 0.05" in fourth.stdout
+
+
+def test_the_client_file_runs_from_a_checkout_and_explains_its_errors(tmp_path: Path) -> None:
+    """From the checkout, evaluations/selectors.py must not shadow the standard library's
+    `selectors`; without a server or with a bad option it exits 2 before any request."""
+    port = _free_port()  # nothing listens there
+    helped = file_cli(CLIENT, tmp_path, "--help")
+    assert helped.returncode == 0 and "--fail-on-regression" in helped.stdout, helped.stderr
+    no_server = file_cli(CLIENT, tmp_path, str(DEMO), "--outputs", str(DEMO))
+    assert no_server.returncode == 2 and "error: give --server URL" in no_server.stderr
+    missing_source = file_cli(CLIENT, tmp_path, str(DEMO), "--server", f"http://127.0.0.1:{port}")
+    assert missing_source.returncode == 2 and "one of the arguments --outputs --target is required" in (
+        missing_source.stderr)
+    bad_config = tmp_path / "config.json"
+    bad_config.write_text("{not json")
+    config = file_cli(CLIENT, tmp_path, str(DEMO), "--outputs", str(DEMO), "--server", f"http://127.0.0.1:{port}",
+                      "--config", str(bad_config), token="es_x")
+    assert config.returncode == 2 and f"error: --config {bad_config}:" in config.stderr
+    unreachable = file_cli(CLIENT, tmp_path, str(DEMO), "--outputs", str(DEMO), "--server",
+                           f"http://127.0.0.1:{port}", token="es_x")
+    assert unreachable.returncode == 2 and f"error: cannot reach http://127.0.0.1:{port}" in unreachable.stderr
+    no_token = module_cli(tmp_path, str(DEMO), "--outputs", str(DEMO), "--server", f"http://127.0.0.1:{port}")
+    assert no_token.returncode == 2 and "remote mode needs an API token" in no_token.stderr
+    assert "non-stdlib modules: []" in no_token.stderr

@@ -28,6 +28,7 @@ from evaluations.client import (
     WaitTimeout,
     junit_xml,
     justification_excerpt,
+    main,
 )
 from evaluations.models import Project
 from evaluations.models import Run as RunModel
@@ -87,6 +88,31 @@ def test_the_client_imports_nothing_from_django_or_the_rest_of_evalsite(tmp_path
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_eval_command_checks_its_options_before_any_request(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    server = f"http://127.0.0.1:{port}"
+    cases = [
+        (["--baseline", "latest"], "--baseline 'latest': give a run id or `pinned`"),
+        (["--regressions-only"], "--regressions-only goes with --fail-on-regression"),
+        (["--significance", "0.9", "--fail-on-regression"], "--significance 0.9"),
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["--input-overrides", "[1]"], "--input-overrides: give an object"),
+        (["--config", str(tmp_path / "nowhere.json")], "--config"),
+    ]
+    for extra, message in cases:
+        code = main(["eval", str(DEMO), "--outputs", str(DEMO), "--server", server, "--token", "es_x", *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and "cannot reach" not in err, (extra, err)
+    code = main(["eval", str(DEMO), "--target", "nonsense", "--server", server, "--token", "es_x"])
+    assert code == 2 and "--target 'nonsense'" in capsys.readouterr().err
+    code = main(["eval", str(DEMO), "--outputs", str(DEMO), "--server", server, "--token", "es_x"])
+    assert code == 2 and f"cannot reach {server}" in capsys.readouterr().err  # the options were fine
+    assert main(["eval"]) == 2 and "the following arguments are required: EVALSET" in capsys.readouterr().err
 
 
 @pytest.mark.django_db(transaction=True)
