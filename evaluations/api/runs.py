@@ -11,6 +11,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
+from drf_spectacular.plumbing import build_array_type
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from pydantic import ValidationError as PydanticValidationError
@@ -474,8 +475,9 @@ class RunMetricRecords(DownloadView):
     """Every individual metric record (watsonx.governance's `AgentMetricResult` shape), streamed."""
 
     @extend_schema(summary="Every individual metric record of the run (watsonx-style JSON download)",
-                   responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT,
-                                                                         description="a list of metric records"),
+                   responses={(200, "application/json"): OpenApiResponse(
+                       build_array_type({"type": "object", "additionalProperties": {}}),
+                       description="a list of metric records"),
                               **error_responses(*READ_ERRORS)})
     def get(self, request: Request, pk: int) -> Any:
         run = _run_or_404(request, pk)
