@@ -9,6 +9,10 @@ How a run survives failures:
   than the lease while results are still pending has lost its work (a worker killed with
   SIGKILL, a Redis broker that dropped the task, a whole cluster restarted): the
   `resume_stalled_runs` schedule re-enqueues its pending results, whatever the broker.
+- While a batch works, a thread keeps renewing the heartbeat, so a slow agent or judge
+  does not pass for a dead worker (which would queue the same work again). A run whose
+  batches are still waiting in the broker, behind other runs, is not stalled either: the
+  watchdog leaves it alone instead of piling copies of its tasks onto the queue.
 - Counters only ever change with F() expressions, by the number of rows a conditional
   update actually moved.
 """
@@ -21,6 +25,7 @@ import math
 import os
 import socket
 import statistics
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
@@ -188,7 +193,9 @@ def run_create(
         Run.objects.filter(pk=run.pk).update(cases_total=len(rows), cases_missing=missing,
                                              cases_not_runnable=not_runnable)
         if enqueue:
-            transaction.on_commit(lambda: run_enqueue(run.pk))
+            # robust: with the broker away the run is still created (and answered 201); the
+            # watchdog queues it once the lease has passed.
+            transaction.on_commit(lambda: run_enqueue(run.pk), robust=True)
     run.refresh_from_db()
     return run
 
@@ -278,6 +285,9 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
     )
     settled = 0
     owner = f"{socket.gethostname()}:{os.getpid()}"  # who holds the lease: for logs and tests
+    # Not inside the caller's transaction (the CLI's single-threaded path): a second
+    # connection would wait on that transaction's write lock on SQLite.
+    keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner)
     try:
         for start in range(0, len(pending), CHUNK):
             alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
@@ -286,12 +296,47 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
                 break  # cancelled (or finished by a twin)
             settled += _run_chunk(run, pending[start:start + CHUNK], evaluators, target)
     finally:
+        if keeper is not None:
+            keeper.stop()
         if target is not None:
             close = getattr(target, "close", None)
             if close:
                 close()
     run_finish(run_id)
     return settled
+
+
+class _LeaseKeeper:
+    """Renews a run's heartbeat every third of the lease from a thread of its own, for as
+    long as a batch works on the run. A chunk of cases against a slow agent (timeouts times
+    retries) can outlast the lease; without this the watchdog would take the worker for
+    dead and queue the same cases again, and the agent would be asked twice."""
+
+    def __init__(self, run_id: int, owner: str) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.every = max(0.5, settings.EVALSITE_LEASE_SECONDS / 3)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"evalsite-lease-{run_id}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        from django.db import DatabaseError, connections
+
+        try:
+            while not self._stopped.wait(self.every):
+                try:
+                    Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).update(
+                        heartbeat_at=timezone.now(), lease_owner=self.owner)
+                except DatabaseError as exc:  # the database is away; the batch itself will notice
+                    log.warning("run %s: could not renew the lease: %s", self.run_id, exc)
+                    connection.close()
+        finally:
+            connections.close_all()  # this thread's own connections
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=30)
 
 
 def _build_evaluators(config: EvalConfig) -> dict[str, tuple[Evaluator | None, CriterionConfig, str]]:
@@ -413,9 +458,11 @@ def _write(run: Run, evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreRe
         prepared.append((result.pk, result_row, score_rows, usage_rows, _traces(output)))
 
     with transaction.atomic():
+        # Rows in pk order, then the run row (the counters, last): every writer locks in this
+        # order, so twins of one batch, and a retry, wait for each other instead of deadlocking.
         still = set(CaseResult.objects.select_for_update()
                     .filter(pk__in=[pk for pk, *_ in prepared], status=CaseResult.Status.PENDING)
-                    .values_list("pk", flat=True))
+                    .order_by("pk").values_list("pk", flat=True))
         if not still:
             return 0
         prepared = [p for p in prepared if p[0] in still]
@@ -652,46 +699,102 @@ def _median(qs: Any, count: int) -> float | None:
 # --- Cancelling, retrying, resuming ---------------------------------------------------------
 
 
+CANCELLED_BEFORE_RUN = "not run: the run was cancelled"
+
+
 def run_cancel(*, run: Run, user: Any = None) -> bool:
-    """Stop further work; results already written stay. False if the run had finished."""
-    return bool(Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
-                .update(status=Run.Status.CANCELLED, finished_at=timezone.now()))
+    """Stop further work; results already written stay, and those still pending say why they
+    have no outcome (a batch in hand stops at its next chunk). `run_retry_failed` resumes
+    the run. False if the run had finished."""
+    cancelled = bool(Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+                     .update(status=Run.Status.CANCELLED, finished_at=timezone.now()))
+    if cancelled:
+        # After the run row is released (a batch writing right now holds result rows and
+        # waits for the run row, see `_write`), and with the rows locked in pk order first,
+        # the order that batch locks them in: either way round would deadlock.
+        with transaction.atomic():
+            pending = CaseResult.objects.filter(run_id=run.pk, status=CaseResult.Status.PENDING)
+            list(pending.select_for_update().order_by("pk").values_list("pk", flat=True))
+            pending.update(error=CANCELLED_BEFORE_RUN)
+    return cancelled
 
 
 def run_retry_failed(*, run: Run, user: Any = None) -> int:
-    """Re-run only the results that errored or failed; returns how many were reset."""
+    """Re-run only the results that errored or failed, and finish what a cancelled run left
+    pending; returns how many results were reset."""
     with transaction.atomic():
+        # The result rows first, in pk order, then the run: the order a batch's write takes
+        # them in (a batch of a just-cancelled run may still be writing). Counting under
+        # these locks keeps the counters equal to the rows.
+        statuses = [CaseResult.Status.ERROR, CaseResult.Status.FAILED]
+        locked_rows = list(CaseResult.objects.select_for_update()
+                           .filter(run=run, status__in=[*statuses, CaseResult.Status.PENDING])
+                           .order_by("pk").values_list("status", flat=True))
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if locked.status in {Run.Status.QUEUED, Run.Status.RUNNING}:
             raise RunError("the run is still running")
-        statuses = [CaseResult.Status.ERROR, CaseResult.Status.FAILED]
         retry = CaseResult.objects.filter(run=run, status__in=statuses)
-        failed = retry.filter(status=CaseResult.Status.FAILED).count()
-        errored = retry.filter(status=CaseResult.Status.ERROR).count()
+        failed = locked_rows.count(CaseResult.Status.FAILED)
+        errored = locked_rows.count(CaseResult.Status.ERROR)
         reset: dict[str, Any] = {"status": CaseResult.Status.PENDING, "error": ""}
         if run.target_kind != Run.TargetKind.UPLOADED:
             reset["output"] = None  # ask the agent again
         n = retry.update(**reset)
+        CaseResult.objects.filter(run=run, status=CaseResult.Status.PENDING).exclude(error="").update(error="")
         Run.objects.filter(pk=run.pk).update(
             status=Run.Status.QUEUED, finished_at=None, summary=None,
             cases_done=F("cases_done") - n, cases_failed=F("cases_failed") - failed,
             cases_errored=F("cases_errored") - errored,
         )
-        transaction.on_commit(lambda: run_enqueue(run.pk))
+        transaction.on_commit(lambda: run_enqueue(run.pk), robust=True)
     return n
 
 
 def resume_stalled_runs() -> list[int]:
-    """Re-enqueue the pending work of runs whose heartbeat went stale (see the module doc).
-    Scheduled every minute; also safe to call by hand."""
+    """Re-enqueue the pending work of runs whose heartbeat went stale (see the module doc),
+    unless batches of theirs are still waiting in the broker. Scheduled every minute (and
+    run by `up --team`'s watchdog); also safe to call by hand."""
     lease = settings.EVALSITE_LEASE_SECONDS  # no progress for this long, with work pending
     stale = timezone.now() - timedelta(seconds=lease)
-    resumed = []
-    for run_id in Run.objects.filter(
+    candidates = list(Run.objects.filter(
         Q(status=Run.Status.RUNNING) & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
         | Q(status=Run.Status.QUEUED, created_at__lt=stale)
-    ).values_list("pk", flat=True):
+    ).values_list("pk", flat=True))
+    if not candidates:
+        return []
+    waiting = queued_run_ids()
+    resumed = []
+    for run_id in candidates:
+        if run_id in waiting:
+            continue  # queued behind other work, not lost
         log.warning("run %s: no progress for %ss, re-enqueueing its pending work", run_id, lease)
         run_enqueue(run_id)
         resumed.append(run_id)
     return resumed
+
+
+def queued_run_ids() -> set[int]:
+    """Runs with a batch task waiting in the broker: not yet handed to a cluster. (A task a
+    cluster holds is not here: if that cluster died, the task is lost to Redis, and back
+    only after `retry` seconds on the ORM broker, so the watchdog must not count on it.)"""
+    from django_q.brokers import get_broker
+    from django_q.signing import SignedPackage
+
+    broker = get_broker()
+    if settings.Q_CLUSTER.get("orm"):
+        from django_q.models import OrmQ
+
+        payloads = list(OrmQ.objects.using(settings.Q_CLUSTER["orm"])
+                        .filter(key=broker.list_key, lock__lte=timezone.now()).values_list("payload", flat=True))
+    else:
+        payloads = broker.connection.lrange(broker.list_key, 0, -1)
+    ids = set()
+    for payload in payloads:
+        try:
+            task = SignedPackage.loads(payload)
+        except Exception:  # signed with another key, or not ours: a cluster will drop it
+            log.debug("a queued task that cannot be read", exc_info=True)
+            continue
+        if task.get("func") == "evaluations.tasks.run_batch" and task.get("args"):
+            ids.add(int(task["args"][0]))
+    return ids

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 from evaluations import runs
 
 
-def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
-    return runs.run_batch(run_id, first_pk, last_pk)
+def run_batch(run_id: int, first_pk: int, last_pk: int) -> dict[str, int | str]:
+    """The batch's outcome as django-q2 stores it with the task: how many results it
+    settled, and which worker (host:pid) did it, so an operator can see where work went."""
+    settled = runs.run_batch(run_id, first_pk, last_pk)
+    return {"settled": settled, "worker": f"{socket.gethostname()}:{os.getpid()}"}
 
 
 def resume_stalled_runs() -> list[int]:

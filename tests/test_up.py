@@ -89,3 +89,32 @@ def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_
             proc.kill()
             rest, _ = proc.communicate()
     assert proc.returncode == 0, output + (rest or "")
+
+
+def _up_team(tmp_path: Path, *args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
+    env.update({"EVALSITE_DATA_DIR": str(tmp_path), **env_vars})
+    return subprocess.run([sys.executable, "manage.py", "up", "--team", "--port", str(_free_port()), *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_up_team_refuses_sqlite_and_says_which_variable_to_set(tmp_path: Path) -> None:
+    result = _up_team(tmp_path)
+    assert result.returncode == 1
+    assert "--team needs PostgreSQL: set DATABASE_URL=postgres://" in result.stderr
+    assert not (tmp_path / "evalsite.sqlite3").exists()  # nothing was migrated
+
+
+def test_up_team_needs_redis_or_the_orm_broker(tmp_path: Path) -> None:
+    result = _up_team(tmp_path, DATABASE_URL=f"postgres://postgres@127.0.0.1:{_free_port()}/evalsite")
+    assert result.returncode == 1
+    assert "--team needs a task queue: set REDIS_URL=redis://" in result.stderr
+    assert "--broker orm" in result.stderr
+
+
+def test_up_team_says_clearly_when_postgresql_cannot_be_reached(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens there
+    result = _up_team(tmp_path, "--broker", "orm", DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/evalsite")
+    assert result.returncode == 1
+    assert f"cannot reach PostgreSQL at 127.0.0.1:{port}, database 'evalsite' (DATABASE_URL)" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,13 +1,21 @@
 """python manage.py up: evalsite on one machine, in one command.
 
 Migrates, makes sure there is a project and an admin to log in with, then runs the web
-server (gunicorn) and a django-q2 cluster as child processes until interrupted. With no
-environment set this is the embedded default: SQLite in the data directory and the ORM
-broker, so nothing else has to be installed or running.
+server (gunicorn) and django-q2 as child processes until interrupted. With no environment
+set this is the embedded default: SQLite in the data directory and the ORM broker, so
+nothing else has to be installed or running.
+
+`up --team` starts the team-server shape instead, against the PostgreSQL of DATABASE_URL
+and the Redis of REDIS_URL (or `--broker orm`: the queue in PostgreSQL): migrations and
+collectstatic once, then gunicorn serving the compressed, hashed static files through
+whitenoise, and `--clusters` separate `qcluster` processes, as a team runs them on several
+machines. It supervises them: a cluster that dies is restarted, and a watchdog resumes
+runs whose work stopped (see `evaluations.runs.resume_stalled_runs`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -16,6 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +37,36 @@ from evaluations.models import Membership
 from evaluations.services import project_get_or_create_default
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+TEAM_STATIC_STORAGE = "whitenoise.storage.CompressedManifestStaticFilesStorage"
+
+
+@dataclass
+class Child:
+    """A supervised child process. Each runs in its own session, so that stopping or
+    replacing it also ends whatever it forked (a qcluster's sentinel and workers)."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: list[float] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv, cwd=settings.BASE_DIR, env=self.env, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def exited(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+    def kill_group(self) -> None:
+        """SIGKILL what is left of the child's process group (a qcluster killed outright
+        leaves its sentinel and workers behind, still taking tasks)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
 
 
 class Command(BaseCommand):
@@ -37,20 +76,48 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=os.environ.get("EVALSITE_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("EVALSITE_PORT", "8000")))
         parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes")
+        parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
         parser.add_argument("--no-cluster", action="store_true", help="run the web server only")
         parser.add_argument("--demo", action="store_true", help="load the demo eval set into the default project")
+        team = parser.add_argument_group("team server")
+        team.add_argument("--team", action="store_true",
+                          help="the team-server shape: PostgreSQL (DATABASE_URL), Redis (REDIS_URL) or "
+                               "--broker orm, gunicorn and --clusters qcluster processes, supervised")
+        team.add_argument("--clusters", type=int, default=2, help="qcluster processes (with --team)")
+        team.add_argument("--cluster-workers", type=int, default=None,
+                          help="workers per qcluster (default: EVALSITE_WORKERS, 2)")
+        team.add_argument("--broker", choices=["redis", "orm"], default=None,
+                          help="the task queue (with --team): redis (REDIS_URL, the default) or orm (PostgreSQL)")
+        team.add_argument("--watchdog-seconds", type=float, default=None,
+                          help="how often to look for stalled runs (default: a third of EVALSITE_LEASE_SECONDS, "
+                               "at most 60; 0: only the clusters' own schedule)")
+        team.add_argument("--stop-timeout", type=float, default=30.0,
+                          help="seconds to let the children stop gracefully before killing them")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["team"]:
+            self._check_team_services(options)
+        elif options["broker"]:
+            raise CommandError("--broker goes with --team")
         call_command("migrate", interactive=False, verbosity=0)
         project = project_get_or_create_default()
         login_hint = self._ensure_admin(project)
         if options["demo"]:
             self._load_demo(project)
+        env = {**os.environ, "SECRET_KEY": settings.SECRET_KEY}  # django-q2 signs tasks with it
+        if options["team"]:
+            env["EVALSITE_STATICFILES_STORAGE"] = os.environ.get("EVALSITE_STATICFILES_STORAGE", TEAM_STATIC_STORAGE)
+            subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+                           cwd=settings.BASE_DIR, env=env, check=True)
+        if options["cluster_workers"] is not None:
+            env["EVALSITE_WORKERS"] = str(options["cluster_workers"])
 
         url = f"http://{options['host']}:{options['port']}/"
-        children = [self._start_web(options)]
-        if not options["no_cluster"]:
-            children.append(subprocess.Popen([sys.executable, str(settings.BASE_DIR / "manage.py"), "qcluster"]))
+        web = Child("web", self._web_argv(options), env)
+        children = [web]
+        clusters = 0 if options["no_cluster"] else (options["clusters"] if options["team"] else 1)
+        for n in range(clusters):
+            children.append(Child(f"qcluster-{n + 1}", [sys.executable, "manage.py", "qcluster"], env))
 
         stopping = False
 
@@ -60,33 +127,158 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
+        for child in children:
+            child.start()
         try:
-            if not self._wait_healthy(url, children[0]):
+            if not self._wait_healthy(url, web):
                 raise CommandError("the web server did not come up; see its output above")
-            database = settings.DATABASES["default"]
-            self.stdout.write(
-                f"\nevalsite is running at {url}\n"
-                f"  {login_hint}\n"
-                f"  database: {database['ENGINE'].rsplit('.', 1)[-1]} {database.get('NAME') or ''}\n"
-                f"  task queue: {'redis' if settings.REDIS_URL else 'ORM broker'}, "
-                f"{'no cluster' if options['no_cluster'] else str(settings.Q_CLUSTER['workers']) + ' workers'}\n"
-                "Press Ctrl+C to stop.\n"
-            )
-            self.stdout.flush()
-            while not stopping:
-                for child in children:
-                    if child.poll() is not None:
-                        raise CommandError(f"a child process exited with code {child.returncode}; stopping")
-                time.sleep(0.5)
+            self._print_banner(url, login_hint, options, clusters)
+            if options["team"]:
+                self._supervise(children, options, lambda: stopping)
+            else:
+                while not stopping:
+                    for child in children:
+                        if child.exited():
+                            raise CommandError(f"{child.name} exited with code {child.proc.returncode}; stopping")  # type: ignore[union-attr]
+                    time.sleep(0.5)
         finally:
+            self._stop(children, options["stop_timeout"])
+
+    # --- Team server ------------------------------------------------------------------------
+
+    def _check_team_services(self, options: dict[str, Any]) -> None:
+        """PostgreSQL and the broker must answer before anything starts, with an error that
+        says which one and how to fix it."""
+        database = settings.DATABASES["default"]
+        if database["ENGINE"] != "django.db.backends.postgresql":
+            raise CommandError("--team needs PostgreSQL: set DATABASE_URL=postgres://USER@HOST:5432/NAME "
+                               f"(now: {database['ENGINE'].rsplit('.', 1)[-1]})")
+        broker = options["broker"] or ("redis" if settings.REDIS_URL else None)
+        if broker is None:
+            raise CommandError("--team needs a task queue: set REDIS_URL=redis://HOST:6379/0, "
+                               "or pass --broker orm to queue tasks in PostgreSQL")
+        if broker == "redis" and not settings.REDIS_URL:
+            raise CommandError("--broker redis needs REDIS_URL=redis://HOST:6379/0")
+
+        import psycopg
+
+        where = f"{database.get('HOST') or 'localhost'}:{database.get('PORT') or 5432}"
+        try:
+            psycopg.connect(dbname=database["NAME"], user=database.get("USER") or None,
+                            password=database.get("PASSWORD") or None, host=database.get("HOST") or None,
+                            port=database.get("PORT") or None, connect_timeout=5).close()
+        except psycopg.Error as exc:
+            detail = " ".join(str(exc).split())
+            if "does not exist" in detail:
+                detail += f" (create it: createdb -h {database.get('HOST') or 'localhost'} " \
+                          f"-U {database.get('USER') or 'postgres'} {database['NAME']})"
+            raise CommandError(f"cannot reach PostgreSQL at {where}, database {database['NAME']!r} "
+                               f"(DATABASE_URL): {detail}") from None
+
+        if broker == "orm" and os.environ.get("REDIS_URL"):
+            # The broker is read from the environment when Django starts: start again without
+            # REDIS_URL, so this process (the watchdog, --demo) queues where the clusters read.
+            if sys.argv[1:2] != ["up"]:  # called from code, not the command line
+                raise CommandError("--broker orm: unset REDIS_URL first")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+            os.execve(sys.executable, [sys.executable, *sys.argv], env)  # noqa: S606 - same program, same argv
+        if broker == "redis":
+            import redis
+
+            client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3, socket_timeout=3)
+            try:
+                client.ping()
+            except redis.RedisError as exc:
+                pool = client.connection_pool.connection_kwargs
+                raise CommandError(f"cannot reach Redis at {pool.get('host', '?')}:{pool.get('port', '?')} "
+                                   f"(REDIS_URL): {exc}; start it, or pass --broker orm to queue tasks in "
+                                   "PostgreSQL") from None
+            finally:
+                client.close()
+
+    def _supervise(self, children: list[Child], options: dict[str, Any], stopping: Any) -> None:
+        """Restart a child that exits (backing off when it keeps dying: a database that is
+        down makes every start fail), and look for stalled runs now and then."""
+        from django.db import close_old_connections, connection
+
+        from evaluations.runs import resume_stalled_runs
+
+        lease = settings.EVALSITE_LEASE_SECONDS
+        every = options["watchdog_seconds"]
+        if every is None:
+            every = min(60.0, max(1.0, lease / 3))
+        next_watch = time.monotonic() + every
+        due: dict[str, float] = {}
+        while not stopping():
+            now = time.monotonic()
             for child in children:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-            for child in children:
+                if not child.exited():
+                    continue
+                if child.name not in due:
+                    child.kill_group()
+                    child.restarts = [t for t in child.restarts if now - t < 60]
+                    delay = min(30.0, 0.5 * 2 ** len(child.restarts))
+                    self.stderr.write(f"up: {child.name} exited with code {child.proc.returncode}; "  # type: ignore[union-attr]
+                                      f"restarting it in {delay:g}s")
+                    due[child.name] = now + delay
+                elif now >= due[child.name]:
+                    del due[child.name]
+                    child.restarts.append(now)
+                    child.start()
+                    self.stdout.write(f"up: {child.name} restarted (pid {child.pid})")
+                    self.stdout.flush()
+            if every and now >= next_watch:
+                next_watch = now + every
                 try:
-                    child.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    child.kill()
+                    close_old_connections()
+                    resumed = resume_stalled_runs()
+                    if resumed:
+                        self.stdout.write(f"up: resumed stalled runs {', '.join(map(str, resumed))}")
+                        self.stdout.flush()
+                except Exception as exc:  # the database is down: the next round tries again
+                    self.stderr.write(f"up: the stalled-run watchdog failed: {type(exc).__name__}: {exc}")
+                    connection.close()
+            time.sleep(0.25)
+
+    # --- Shared -----------------------------------------------------------------------------
+
+    def _print_banner(self, url: str, login_hint: str, options: dict[str, Any], clusters: int) -> None:
+        database = settings.DATABASES["default"]
+        workers = settings.Q_CLUSTER["workers"] if options["cluster_workers"] is None else options["cluster_workers"]
+        if not clusters:
+            queue = "no cluster"
+        elif options["team"]:
+            queue = (f"{clusters} qcluster process{'es' if clusters != 1 else ''} x "
+                     f"{workers} worker{'s' if workers != 1 else ''}")
+        else:
+            queue = f"{workers} workers"
+        self.stdout.write(
+            f"\nevalsite is running at {url}\n"
+            f"  {login_hint}\n"
+            f"  database: {database['ENGINE'].rsplit('.', 1)[-1]} {database.get('NAME') or ''}\n"
+            f"  task queue: {'redis' if settings.REDIS_URL else 'ORM broker'}, {queue}\n"
+            "Press Ctrl+C to stop.\n"
+        )
+        self.stdout.flush()
+
+    def _stop(self, children: list[Child], timeout: float) -> None:
+        """SIGTERM: gunicorn finishes its requests, a qcluster its tasks in hand; what has not
+        stopped in `timeout` seconds is killed, with everything it forked."""
+        for child in children:
+            if child.proc is not None and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for child in children:
+            if child.proc is None:
+                continue
+            try:
+                child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.stderr.write(f"up: {child.name} did not stop in {timeout:g}s; killing it")
+            child.kill_group()
+            child.proc.wait()
 
     def _ensure_admin(self, project: Any) -> str:
         User = get_user_model()
@@ -130,23 +322,21 @@ class Command(BaseCommand):
                                   name=name, labels={"model": "demo-agent", "branch": branch, "tags": ["demo"]})
             self.stdout.write(f"demo: queued run {run.pk} ({name})")
 
-    def _start_web(self, options: dict[str, Any]) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [
-                sys.executable, "-m", "gunicorn", "evalsite.wsgi:application",
-                "--bind", f"{options['host']}:{options['port']}",
-                "--workers", str(options["web_workers"]),
-                "--threads", "4",
-                "--timeout", "120",
-                "--access-logfile", "-",
-            ],
-            cwd=settings.BASE_DIR,
-        )
+    def _web_argv(self, options: dict[str, Any]) -> list[str]:
+        return [
+            sys.executable, "-m", "gunicorn", "evalsite.wsgi:application",
+            "--bind", f"{options['host']}:{options['port']}",
+            "--workers", str(options["web_workers"]),
+            "--threads", str(options["threads"]),
+            "--timeout", "120",
+            "--graceful-timeout", str(int(options["stop_timeout"])),
+            "--access-logfile", "-",
+        ]
 
-    def _wait_healthy(self, url: str, web: subprocess.Popen[bytes], timeout: float = 60) -> bool:
+    def _wait_healthy(self, url: str, web: Child, timeout: float = 60) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if web.poll() is not None:
+            if web.exited():
                 return False
             try:
                 with urllib.request.urlopen(url + "healthz", timeout=2) as response:  # noqa: S310 - our own URL
