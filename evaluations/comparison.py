@@ -477,10 +477,12 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
 # --- Cache --------------------------------------------------------------------------------
 
 
-def _stored(baseline: Run, candidate: Run, *fields: str) -> Comparison | None:
-    """The stored comparison of two finished runs if it is still current, loading `fields`."""
+def _stored(baseline: Run, candidate: Run, *fields: str, **annotations: Any) -> Comparison | None:
+    """The stored comparison of two finished runs if it is still current, loading `fields`
+    (and `annotations`, as attributes)."""
     stored = (Comparison.objects.filter(baseline=baseline, candidate=candidate)
-              .only("version", "computed_at", "baseline_finished_at", "candidate_finished_at", *fields).first())
+              .only("version", "computed_at", "baseline_finished_at", "candidate_finished_at", *fields)
+              .annotate(**annotations).first())
     if (stored is not None and stored.version == SUMMARY_VERSION
             and stored.baseline_finished_at == baseline.finished_at
             and stored.candidate_finished_at == candidate.finished_at):
@@ -514,13 +516,18 @@ def comparison_get(*, baseline: Run, candidate: Run) -> dict[str, Any]:
     return summary
 
 
-def stored_stamp(*, baseline: Run, candidate: Run) -> str | None:
+def stored_stamp(*, baseline: Run, candidate: Run, **annotations: Any) -> str | None:
     """What identifies the stored comparison of two finished runs while it is current (pages
-    derived from it are cached under it); None when there is none or the runs are going."""
+    derived from it are cached under it), with the values of `annotations` (expressions over
+    the comparison row: whatever else such a page shows); None when there is none or the
+    runs are still going. One query."""
     if not (baseline.is_finished and candidate.is_finished):
         return None
-    stored = _stored(baseline, candidate)
-    return f"{stored.pk}@{stored.computed_at.timestamp()}" if stored is not None else None
+    stored = _stored(baseline, candidate, **annotations)
+    if stored is None:
+        return None
+    extra = [str(getattr(stored, name)) for name in sorted(annotations)]
+    return "@".join([str(stored.pk), str(stored.computed_at.timestamp()), *extra])
 
 
 # A case in the comparison's order, as the drill-down walks it: (status, candidate result id, eval_id).

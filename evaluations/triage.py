@@ -183,12 +183,15 @@ def triage_by_case(*, baseline: Run, candidate: Run, eval_ids: list[str]) -> dic
                     eval_id__in=eval_ids)}
 
 
-def triage_stamp(*, baseline: Run, candidate: Run) -> str:
-    """Changes whenever a triage of the pair is created or changed (a cached compare page,
-    whose cases table shows the triage, is keyed by it): one aggregate query."""
-    stamp = Triage.objects.filter(baseline=baseline, candidate=candidate).aggregate(n=Count("pk"),
-                                                                                  last=Max("updated_at"))
-    return f"{stamp['n']}@{stamp['last'].timestamp() if stamp['last'] else 0}"
+def triage_stamp_annotations() -> dict[str, Any]:
+    """Expressions over a Comparison row that change whenever a triage of its pair is created
+    or changed: a cached compare page, whose cases table shows the triage, is keyed by them
+    (`comparison.stored_stamp`), in the same query as the comparison itself."""
+    pair = Triage.objects.filter(baseline=OuterRef("baseline"), candidate=OuterRef("candidate"))
+    return {
+        "triage_count": Subquery(pair.order_by().values("candidate").annotate(n=Count("pk")).values("n")[:1]),
+        "triage_last": Subquery(pair.order_by("-updated_at").values("updated_at")[:1]),
+    }
 
 
 def project_members(project: Project) -> list[Any]:

@@ -39,12 +39,16 @@ from evaluations.charts.compare import (
 )
 from evaluations.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
 from evaluations.models import Project, Run, Triage
-from evaluations.triage import triage_by_case, triage_stamp
+from evaluations.triage import triage_by_case, triage_stamp_annotations
 from evaluations.views.common import enter_project
 
 CASES_PER_PAGE = 50
 BASELINE_CHOICES = 50
 BODY_CACHE_SECONDS = 24 * 3600
+# Columns of a run and its eval set that the compare page's request path never reads.
+_UNREAD_FIELDS = ("config", "target", "summary", "input_overrides", "eval_ids", "error",
+                  "evalset_version__description", "evalset_version__metadata", "evalset_version__default_config",
+                  "evalset_version__evaluator_config", "evalset_version__warnings", "evalset_version__tags")
 FILTERS = ("all", *STATUSES)
 
 
@@ -61,12 +65,15 @@ def parse_id(value: str | None) -> int | None:
 
 def run_label(run: Run) -> str:
     """`#12 nightly · gpt-x · main@abc1234`: the run and the labels that tell runs apart."""
-    parts = [f"#{run.pk}" + (f" {run.name}" if run.name else "")]
-    if run.model:
-        parts.append(run.model)
-    if run.branch or run.git_commit:
-        parts.append(f"{run.branch}@{run.git_commit[:7]}" if run.branch and run.git_commit
-                     else run.branch or run.git_commit[:7])
+    return label_of(run.pk, run.name, run.model, run.branch, run.git_commit)
+
+
+def label_of(pk: int, name: str, model: str, branch: str, git_commit: str) -> str:
+    parts = [f"#{pk}" + (f" {name}" if name else "")]
+    if model:
+        parts.append(model)
+    if branch or git_commit:
+        parts.append(f"{branch}@{git_commit[:7]}" if branch and git_commit else branch or git_commit[:7])
     return " · ".join(parts)
 
 
@@ -303,34 +310,41 @@ def compare(request: HttpRequest) -> HttpResponse:
     if candidate_id is None:
         return render(request, "evaluations/compare/missing.html",
                       {"message": "Choose a candidate run to compare: /compare/?candidate=<run id>."}, status=400)
-    visible = runs_visible_to(request.user).select_related("project", "evalset_version__evalset__baseline_run")
-    candidate = get_object_or_404(visible, pk=candidate_id)
-    enter_project(request, candidate.project)
     baseline_id = parse_id(request.GET.get("baseline"))
     if request.GET.get("baseline") and baseline_id is None:
         raise Http404("no such run")
+    # Both runs in one query, without the columns the page never reads (it is requested often).
+    found = {run.pk: run for run in runs_visible_to(request.user)
+             .select_related("project", "evalset_version__evalset").defer(*_UNREAD_FIELDS)
+             .filter(pk__in={candidate_id, baseline_id or candidate_id})}
+    candidate = found.get(candidate_id)
+    if candidate is None:
+        raise Http404("no such run")
+    enter_project(request, candidate.project)
     baseline: Run | None
     if baseline_id is not None:
-        baseline = get_object_or_404(visible, pk=baseline_id, project=candidate.project)
+        baseline = found.get(baseline_id)
+        if baseline is None or baseline.project_id != candidate.project_id:
+            raise Http404("no such run")
     else:
         baseline = comparison.default_baseline(candidate)
-    choices = list(
-        Run.objects.filter(evalset_version__evalset_id=candidate.evalset_version.evalset_id)
-        .exclude(pk=candidate.pk).exclude(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
-        .order_by("-created_at", "-pk")[:BASELINE_CHOICES]
-    )
+    partial = bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
     context: dict[str, Any] = {"candidate": candidate, "candidate_label": run_label(candidate),
-                               "choices": [(run.pk, run_label(run)) for run in choices],
                                "evalset": candidate.evalset_version.evalset}
+    if not partial:
+        context["choices"] = [(pk, label_of(pk, name, model, branch, commit)) for pk, name, model, branch, commit in
+                              Run.objects.filter(evalset_version__evalset_id=candidate.evalset_version.evalset_id)
+                              .exclude(pk=candidate.pk).exclude(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+                              .order_by("-created_at", "-pk")
+                              .values_list("pk", "name", "model", "branch", "git_commit")[:BASELINE_CHOICES]]
     if baseline is None or baseline.pk == candidate.pk:
         context["baseline_id"] = baseline.pk if baseline else None
         return render(request, "evaluations/compare/missing.html", context,
                       status=400 if baseline is not None else 200)
 
-    if all(run.pk != baseline.pk for run in choices):  # e.g. a pinned baseline older than the 50 shown
+    if not partial and all(pk != baseline.pk for pk, _ in context["choices"]):  # a pinned baseline older than those
         context["choices"] = [(baseline.pk, run_label(baseline)), *context["choices"]]
     context.update(baseline=baseline, baseline_id=baseline.pk, baseline_label=run_label(baseline))
-    partial = bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
     body = _body(request, baseline, candidate, partial)
     if partial:
         response = HttpResponse(body)
@@ -349,12 +363,11 @@ def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) ->
     filters: a page that costs ~100 ms to build at 10,000 cases (decoding the summary,
     drawing four figures) is then a cache read."""
     params = [request.GET.get(name, "") for name in ("status", "q", "criterion", "page")]
-    stamp = comparison.stored_stamp(baseline=baseline, candidate=candidate)
+    stamp = comparison.stored_stamp(baseline=baseline, candidate=candidate, **triage_stamp_annotations())
     key = None
     if stamp is not None:
         # the whole query string: the table's paging links repeat it ({% querystring %})
-        identity = json.dumps([stamp, triage_stamp(baseline=baseline, candidate=candidate), partial,
-                               sorted(request.GET.lists())])
+        identity = json.dumps([stamp, partial, sorted(request.GET.lists())])
         key = "compare-body:" + hashlib.sha256(identity.encode()).hexdigest()
         cached = cache.get(key)
         if cached is not None:
