@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from evaluations.models import CaseResult, Comparison, Run, Score
@@ -504,16 +504,21 @@ def comparison_get(*, baseline: Run, candidate: Run) -> dict[str, Any]:
             return stored.summary
     summary = compare(run_data(baseline), run_data(candidate))
     if cacheable:
-        with contextlib.suppress(IntegrityError):  # a concurrent view stored the same pair first
-            Comparison.objects.update_or_create(
-                baseline=baseline, candidate=candidate,
-                defaults={"summary": summary, "computed_at": timezone.now(),
-                          "baseline_finished_at": baseline.finished_at,
-                          "candidate_finished_at": candidate.finished_at,
-                          "version": SUMMARY_VERSION, "counts": summary["counts"],
-                          "walk": json.dumps(walk_rows(summary), separators=(",", ":"))},
-            )
+        comparison_store(baseline=baseline, candidate=candidate, summary=summary)
     return summary
+
+
+def comparison_store(*, baseline: Run, candidate: Run, summary: dict[str, Any]) -> None:
+    """Keep the summary of two finished runs, valid while their `finished_at` stay these."""
+    with contextlib.suppress(IntegrityError), transaction.atomic():  # a concurrent view stored the pair first
+        Comparison.objects.update_or_create(
+            baseline=baseline, candidate=candidate,
+            defaults={"summary": summary, "computed_at": timezone.now(),
+                      "baseline_finished_at": baseline.finished_at,
+                      "candidate_finished_at": candidate.finished_at,
+                      "version": SUMMARY_VERSION, "counts": summary["counts"],
+                      "walk": json.dumps(walk_rows(summary), separators=(",", ":"))},
+        )
 
 
 def stored_stamp(*, baseline: Run, candidate: Run, **annotations: Any) -> str | None:

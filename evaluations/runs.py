@@ -593,25 +593,37 @@ def run_finish(run_id: int) -> bool:
     if run is None:
         return False
     summary = run_summary(run)
-    done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
-        status=Run.Status.COMPLETED, summary=summary, finished_at=timezone.now()))
-    if done:
-        _precompute_comparison(run_id)
+    baseline, compared = _compare_with_default_baseline(run)
+    finished_at = timezone.now()
+    with transaction.atomic():
+        done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+            status=Run.Status.COMPLETED, summary=summary, finished_at=finished_at))
+        if done and baseline is not None and compared is not None:
+            # Stored with the status change: no view ever sees the run completed without
+            # its comparison (and a crowd of first views would each compute it).
+            from evaluations.comparison import comparison_store
+
+            run.status, run.finished_at = Run.Status.COMPLETED, finished_at
+            comparison_store(baseline=baseline, candidate=run, summary=compared)
     return done
 
 
-def _precompute_comparison(run_id: int) -> None:
-    """Compare the finished run with its default baseline now, in the worker, so the first
-    view of the compare page does not wait for the statistics (1-2 s at 10,000 cases)."""
-    from evaluations.comparison import comparison_get, default_baseline
+def _compare_with_default_baseline(run: Run) -> tuple[Run | None, dict[str, Any] | None]:
+    """The finished run's comparison with its default baseline, computed in the worker so
+    the first view of the compare page does not wait for the statistics (1-2 s at 10,000
+    cases). (None, None) when there is no finished baseline, or when it fails: a cache
+    warm-up must never fail the run; the page computes it anyway."""
+    from evaluations.comparison import compare, default_baseline, run_data
 
     try:
-        run = Run.objects.select_related("evalset_version__evalset").get(pk=run_id)
+        run = Run.objects.select_related("evalset_version__evalset").get(pk=run.pk)
         baseline = default_baseline(run)
-        if baseline is not None:
-            comparison_get(baseline=baseline, candidate=run)
-    except Exception:  # a cache warm-up must never fail the run; the page computes it anyway
-        log.exception("run %s: could not precompute the comparison", run_id)
+        if baseline is None or not baseline.is_finished:
+            return None, None
+        return baseline, compare(run_data(baseline), run_data(run))
+    except Exception:
+        log.exception("run %s: could not precompute the comparison", run.pk)
+        return None, None
 
 
 def _percentile(qs: Any, field: str, fraction: float, count: int) -> float | None:
