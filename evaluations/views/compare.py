@@ -19,7 +19,7 @@ from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -303,6 +303,27 @@ def _scatter(summary: dict[str, Any], criterion: str, scores: dict[int, tuple[fl
     return to_html(paired_scatter(points, criterion, note=note)) if points else ""
 
 
+def _pair(request: HttpRequest, candidate_id: int) -> tuple[Run, Run | None]:
+    """The candidate run and the `?baseline=` run (default: the eval set's pinned run, else the
+    previous completed one), both visible to the user and of one project, else 404. Both in
+    one query, without the columns the compare pages never read (they are requested often)."""
+    baseline_id = parse_id(request.GET.get("baseline"))
+    if request.GET.get("baseline") and baseline_id is None:
+        raise Http404("no such run")
+    found = {run.pk: run for run in runs_visible_to(request.user)
+             .select_related("project", "evalset_version__evalset").defer(*_UNREAD_FIELDS)
+             .filter(pk__in={candidate_id, baseline_id or candidate_id})}
+    candidate = found.get(candidate_id)
+    if candidate is None:
+        raise Http404("no such run")
+    if baseline_id is None:
+        return candidate, comparison.default_baseline(candidate)
+    baseline = found.get(baseline_id)
+    if baseline is None or baseline.project_id != candidate.project_id:
+        raise Http404("no such run")
+    return candidate, baseline
+
+
 @login_required
 @require_GET
 def compare(request: HttpRequest) -> HttpResponse:
@@ -310,24 +331,8 @@ def compare(request: HttpRequest) -> HttpResponse:
     if candidate_id is None:
         return render(request, "evaluations/compare/missing.html",
                       {"message": "Choose a candidate run to compare: /compare/?candidate=<run id>."}, status=400)
-    baseline_id = parse_id(request.GET.get("baseline"))
-    if request.GET.get("baseline") and baseline_id is None:
-        raise Http404("no such run")
-    # Both runs in one query, without the columns the page never reads (it is requested often).
-    found = {run.pk: run for run in runs_visible_to(request.user)
-             .select_related("project", "evalset_version__evalset").defer(*_UNREAD_FIELDS)
-             .filter(pk__in={candidate_id, baseline_id or candidate_id})}
-    candidate = found.get(candidate_id)
-    if candidate is None:
-        raise Http404("no such run")
+    candidate, baseline = _pair(request, candidate_id)
     enter_project(request, candidate.project)
-    baseline: Run | None
-    if baseline_id is not None:
-        baseline = found.get(baseline_id)
-        if baseline is None or baseline.project_id != candidate.project_id:
-            raise Http404("no such run")
-    else:
-        baseline = comparison.default_baseline(candidate)
     partial = bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
     context: dict[str, Any] = {"candidate": candidate, "candidate_label": run_label(candidate),
                                "evalset": candidate.evalset_version.evalset}
@@ -390,13 +395,7 @@ def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) ->
 def compare_csv(request: HttpRequest) -> StreamingHttpResponse:
     """The comparison's cases as CSV (`?baseline=&candidate=`, and the page's `status` / `q`
     filters): one row per case with both outcomes and per-criterion scores and deltas."""
-    visible = runs_visible_to(request.user).select_related("evalset_version__evalset__baseline_run")
-    candidate = get_object_or_404(visible, pk=parse_id(request.GET.get("candidate")) or 0)
-    baseline_id = parse_id(request.GET.get("baseline"))
-    if request.GET.get("baseline") and baseline_id is None:
-        raise Http404("no such run")
-    baseline = (get_object_or_404(visible, pk=baseline_id, project=candidate.project) if baseline_id is not None
-                else comparison.default_baseline(candidate))
+    candidate, baseline = _pair(request, parse_id(request.GET.get("candidate")) or 0)
     if baseline is None or baseline.pk == candidate.pk:
         raise Http404("no baseline to compare with")
     summary = comparison.comparison_get(baseline=baseline, candidate=candidate)
