@@ -466,10 +466,8 @@ def _write(run: Run, evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreRe
         if not still:
             return 0
         prepared = [p for p in prepared if p[0] in still]
-        # A retried result may have scores from its earlier attempt: replace them.
-        Score.objects.filter(result_id__in=still).delete()
-        ToolUsage.objects.filter(result_id__in=still).delete()
-        Trace.objects.filter(result_id__in=still).delete()
+        # A pending result has no scores, tool usage or traces: `run_retry_failed` removes
+        # them when it resets a result, and this transaction writes them with the status.
         _executemany(Score, ["run_id", "result_id", "criterion", "evaluator", "applies_to", "turn_index", "node_name",
                              "score", "raw_value", "passed", "threshold", "justification", "error"],
                      [row for p in prepared for row in p[2]], json_columns={"threshold", "justification"})
@@ -751,6 +749,10 @@ def run_retry_failed(*, run: Run, user: Any = None) -> int:
         reset: dict[str, Any] = {"status": CaseResult.Status.PENDING, "error": ""}
         if run.target_kind != Run.TargetKind.UPLOADED:
             reset["output"] = None  # ask the agent again
+        # The earlier attempt's scores, tool usage and traces go with the reset, so a pending
+        # result never has any (`_write` counts on it) and no page shows them as current.
+        for model in (Score, ToolUsage, Trace):
+            model.objects.filter(result__in=retry).delete()
         n = retry.update(**reset)
         CaseResult.objects.filter(run=run, status=CaseResult.Status.PENDING).exclude(error="").update(error="")
         Run.objects.filter(pk=run.pk).update(

@@ -163,6 +163,12 @@ def test_retry_failed_re_runs_only_the_failed_cases(acme: Project) -> None:
     passed_before = set(CaseResult.objects.filter(run=run, status="passed").values_list("pk", "updated_at"))
     reset = runs.run_retry_failed(run=run)
     assert reset == 2
+    # the earlier attempt's scores and tool usage go with the reset: a pending result has none
+    pending = CaseResult.objects.filter(run=run, status="pending")
+    assert pending.count() == 2
+    assert not Score.objects.filter(result__in=pending).exists()
+    assert not ToolUsage.objects.filter(result__in=pending).exists()
+    assert Score.objects.filter(run=run, applies_to="conversation").count() == 12
     run = runs.run_execute_here(run.pk)
     assert run.status == Run.Status.COMPLETED
     assert (run.cases_done, run.cases_failed) == (8, 2)  # the same outputs fail again, counted once
