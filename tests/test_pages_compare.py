@@ -11,12 +11,13 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
 from evaluations import runs
-from evaluations.models import Comparison, Project, Run
+from evaluations.models import Comparison, Membership, Project, Run
 from tests.compare_helpers import (
     baseline_and_candidate,
     generated_outputs,
@@ -271,6 +272,93 @@ def test_a_running_candidate_is_compared_afresh_and_not_stored(pair: tuple[Run, 
     assert not Comparison.objects.exists()
 
 
+# --- The whole page from the cache ---------------------------------------------------------
+
+
+def cached_page(client: Client, url: str, assert_queries: Any) -> str:
+    """The page once it is served from the cache: the second view stores it, the third reads
+    it with three statements (session, user, the page's fingerprint)."""
+    client.get(url)
+    client.get(url)
+    with assert_queries(3):
+        return html(client.get(url))
+
+
+def test_a_renamed_run_shows_on_the_cached_page(pair: tuple[Run, Run], alice_client: Client,
+                                                django_assert_num_queries: Any) -> None:
+    baseline, candidate = pair
+    url = compare_url(candidate, baseline)
+    assert "candidate" in cached_page(alice_client, url, django_assert_num_queries)
+    Run.objects.filter(pk=candidate.pk).update(name="nightly <b>renamed</b>")
+    page = html(alice_client.get(url))
+    assert "nightly &lt;b&gt;renamed&lt;/b&gt;" in page and "<b>renamed" not in page
+
+
+def test_a_newly_finished_run_joins_the_baseline_choices_of_the_cached_page(
+        pair: tuple[Run, Run], alice_client: Client, django_assert_num_queries: Any) -> None:
+    baseline, candidate = pair
+    url = compare_url(candidate, baseline)
+    assert "third run" not in cached_page(alice_client, url, django_assert_num_queries)
+    make_run(candidate.project, candidate.evalset_version, perfect_outputs(), name="third run")
+    assert "third run" in html(alice_client.get(url))
+
+
+def test_the_cached_page_is_not_served_to_someone_who_lost_access(pair: tuple[Run, Run], alice: Any,
+                                                                  alice_client: Client,
+                                                                  django_assert_num_queries: Any) -> None:
+    baseline, candidate = pair
+    url = compare_url(candidate, baseline)
+    cached_page(alice_client, url, django_assert_num_queries)
+    Membership.objects.filter(user=alice).delete()
+    assert alice_client.get(url).status_code == 404
+
+
+def test_each_user_gets_their_own_header_from_the_cache(pair: tuple[Run, Run], alice_client: Client,
+                                                        django_assert_num_queries: Any) -> None:
+    baseline, candidate = pair
+    url = compare_url(candidate, baseline)
+    assert "alice" in cached_page(alice_client, url, django_assert_num_queries)
+    carol = get_user_model().objects.create_user("carol", "carol@example.com", "carol-pass-123")
+    Membership.objects.create(project=candidate.project, user=carol, role=Membership.Role.VIEWER)
+    other = Client()
+    other.force_login(carol)
+    page = html(other.get(url))
+    assert '<span class="muted">carol</span>' in page and '<span class="muted">alice</span>' not in page
+    # and a project renamed shows in the header's switcher at once
+    Project.objects.filter(pk=candidate.project_id).update(name="Acme Labs")
+    assert "Acme Labs" in html(alice_client.get(url))
+
+
+def test_a_message_waiting_is_shown_rather_than_the_cached_page(pair: tuple[Run, Run], alice_client: Client,
+                                                                django_assert_num_queries: Any) -> None:
+    baseline, candidate = pair
+    url = compare_url(candidate, baseline)
+    cached_page(alice_client, url, django_assert_num_queries)
+    Membership.objects.filter(project=candidate.project).update(role=Membership.Role.ADMIN)
+    # pinning leaves a message for the next page (it redirects to the run, not followed here)
+    assert alice_client.post(reverse("run_pin_baseline", args=[baseline.pk])).status_code == 302
+    assert "Pinned as the eval set" in html(alice_client.get(url))
+    assert "Pinned as the eval set" not in html(alice_client.get(url))  # shown once
+
+
+def test_the_cached_pages_forms_carry_the_visitors_csrf_token(pair: tuple[Run, Run], alice: Any,
+                                                               django_assert_num_queries: Any) -> None:
+    from django.middleware.csrf import _check_token_format, _unmask_cipher_token
+
+    baseline, candidate = pair
+    url = compare_url(candidate, baseline)
+    first = Client()
+    first.force_login(alice)
+    cached_page(first, url, django_assert_num_queries)
+    second = Client()  # another browser of the same user: another CSRF secret
+    second.force_login(alice)
+    for client in (first, second):
+        page = html(client.get(url))
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+        _check_token_format(token)
+        assert _unmask_cipher_token(token) == client.cookies["csrftoken"].value
+
+
 # --- Size ---------------------------------------------------------------------------------
 
 
@@ -282,10 +370,15 @@ def test_the_query_count_does_not_grow_with_the_run(count: int, acme: Project, a
     candidate = make_run(acme, version, generated_outputs(count, wrong={1, 3}, slow=0.2))
     url = compare_url(candidate, baseline, status="all")
     alice_client.get(url)  # computes and stores the comparison; the session learns the project
-    # session, user, both runs, projects, baseline choices, and the stored comparison's stamp
-    # with the pair's triage state (the page body is cached under it)
-    with django_assert_num_queries(6):
+    # the page's fingerprint (one statement), then, the page not being cached yet: session,
+    # user, both runs, projects, baseline choices, and the stored comparison's stamp with the
+    # pair's triage state (the page body is cached under it)
+    with django_assert_num_queries(7):
+        built = html(alice_client.get(url))
+    # now the whole page is cached under its fingerprint: session, user, fingerprint
+    with django_assert_num_queries(3):
         page = html(alice_client.get(url))
+    assert page == built
     assert "2 regressions" in page
     assert len(table_ids(page)) == min(count, 50)
     if count > 50:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -17,6 +18,7 @@ from urllib.parse import urlencode
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
+from django.db import connection
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -40,7 +42,9 @@ from evaluations.charts.compare import (
 from evaluations.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
 from evaluations.models import Project, Run, Triage
 from evaluations.triage import triage_by_case, triage_stamp_annotations
-from evaluations.views.common import enter_project
+from evaluations.views.common import SESSION_PROJECT_KEY, enter_project
+
+log = logging.getLogger(__name__)
 
 CASES_PER_PAGE = 50
 BASELINE_CHOICES = 50
@@ -331,9 +335,16 @@ def compare(request: HttpRequest) -> HttpResponse:
     if candidate_id is None:
         return render(request, "evaluations/compare/missing.html",
                       {"message": "Choose a candidate run to compare: /compare/?candidate=<run id>."}, status=400)
+    partial = bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
+    key = _page_key(request, candidate_id, partial)
+    if key is not None:
+        cached = _cache_get(key)
+        if cached is not None:
+            response = HttpResponse(cached)
+            patch_vary_headers(response, ["HX-Request"])
+            return response
     candidate, baseline = _pair(request, candidate_id)
     enter_project(request, candidate.project)
-    partial = bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
     context: dict[str, Any] = {"candidate": candidate, "candidate_label": run_label(candidate),
                                "evalset": candidate.evalset_version.evalset}
     if not partial:
@@ -356,7 +367,105 @@ def compare(request: HttpRequest) -> HttpResponse:
     else:
         response = render(request, "evaluations/compare/compare.html", {**context, "body": body})
     patch_vary_headers(response, ["HX-Request"])
+    if key is not None and response.status_code == 200:
+        _cache_set(key, response.content)
     return response
+
+
+# The whole page, for a pair of finished runs with a stored comparison: what a team reloads
+# most while reviewing, and what a CI job's link opens. Its HTML is cached under everything
+# it shows that can change, read in one SQL statement (below); a request that finds it costs
+# that statement and the session's and user's, and no template. Each part is text, so one
+# UNION serves both PostgreSQL and SQLite.
+PAGE_CACHE_VERSION = 1
+_FINGERPRINT_SQL = """
+SELECT 'r', CAST(r.id AS TEXT), CAST(r.project_id AS TEXT), r.status, CAST(r.finished_at AS TEXT),
+       r.name, r.model, r.branch, r.git_commit, CAST(e.id AS TEXT), e.name, e.eval_set_id,
+       CASE WHEN %(superuser)s = 1 OR EXISTS (SELECT 1 FROM evaluations_membership m
+            WHERE m.project_id = r.project_id AND m.user_id = %(user)s) THEN '1' ELSE '0' END
+  FROM evaluations_run r
+  JOIN evaluations_evalsetversion v ON v.id = r.evalset_version_id
+  JOIN evaluations_evalset e ON e.id = v.evalset_id
+ WHERE r.id IN (%(baseline)s, %(candidate)s)
+UNION ALL
+SELECT 'c', CAST(c.id AS TEXT), CAST(c.version AS TEXT), CAST(c.computed_at AS TEXT),
+       CAST(c.baseline_finished_at AS TEXT), CAST(c.candidate_finished_at AS TEXT),
+       (SELECT CAST(COUNT(*) AS TEXT) FROM evaluations_triage t
+         WHERE t.baseline_id = %(baseline)s AND t.candidate_id = %(candidate)s),
+       (SELECT CAST(MAX(t.updated_at) AS TEXT) FROM evaluations_triage t
+         WHERE t.baseline_id = %(baseline)s AND t.candidate_id = %(candidate)s),
+       NULL, NULL, NULL, NULL, NULL
+  FROM evaluations_comparison c
+ WHERE c.baseline_id = %(baseline)s AND c.candidate_id = %(candidate)s
+UNION ALL
+SELECT 'p', CAST(p.id AS TEXT), p.slug, p.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM evaluations_project p
+ WHERE %(superuser)s = 1 OR p.id IN (SELECT m.project_id FROM evaluations_membership m WHERE m.user_id = %(user)s)
+UNION ALL
+SELECT * FROM (
+  SELECT 'o', CAST(o.id AS TEXT), o.name, o.model, o.branch, o.git_commit, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    FROM evaluations_run o
+    JOIN evaluations_evalsetversion ov ON ov.id = o.evalset_version_id
+   WHERE ov.evalset_id = (SELECT v.evalset_id FROM evaluations_run r
+                            JOIN evaluations_evalsetversion v ON v.id = r.evalset_version_id
+                           WHERE r.id = %(candidate)s)
+     AND o.id <> %(candidate)s AND o.status NOT IN ('queued', 'running')
+   ORDER BY o.created_at DESC, o.id DESC
+   LIMIT %(choices)s
+) choices
+"""
+_FINISHED = {Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED}
+
+
+def _page_key(request: HttpRequest, candidate_id: int, partial: bool) -> str | None:
+    """The cache key of this request's page, when it is one that can be served from the cache:
+    an explicit baseline, both runs visible, of one project, finished, their comparison stored
+    and current, the header's project already the runs' (else the view records it in the
+    session), and no message waiting to be shown. Everything the page shows that can change is
+    in the key: both runs' labels and states, the eval set's name, the baseline choices, the
+    stored comparison and the pair's triage state, the user and their projects, the CSRF
+    secret the page's forms carry, and the query string. None otherwise."""
+    baseline_id = parse_id(request.GET.get("baseline"))
+    csrf_secret = request.META.get("CSRF_COOKIE")
+    user = request.user
+    if (baseline_id is None or baseline_id == candidate_id or not csrf_secret or not user.is_authenticated
+            or request.COOKIES.get("messages") or request.session.get("_messages")):
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(_FINGERPRINT_SQL, {"baseline": baseline_id, "candidate": candidate_id, "user": user.pk,
+                                          "superuser": 1 if user.is_superuser else 0, "choices": BASELINE_CHOICES})
+        rows = cursor.fetchall()
+    runs = {int(row[1]): row for row in rows if row[0] == "r"}
+    stored = [row for row in rows if row[0] == "c"]
+    found_baseline, found_candidate = runs.get(baseline_id), runs.get(candidate_id)
+    if found_baseline is None or found_candidate is None or len(stored) != 1:
+        return None
+    if (any(run[12] != "1" or run[3] not in _FINISHED or run[4] is None for run in runs.values())
+            or found_baseline[2] != found_candidate[2]
+            or str(request.session.get(SESSION_PROJECT_KEY)) != found_candidate[2]):
+        return None
+    _, _, version, _, baseline_finished, candidate_finished, *_ = stored[0]
+    if (version != str(comparison.SUMMARY_VERSION) or baseline_finished != found_baseline[4]
+            or candidate_finished != found_candidate[4]):
+        return None
+    identity = json.dumps([PAGE_CACHE_VERSION, user.pk, user.get_username(), csrf_secret, partial,
+                           sorted(request.GET.lists()), sorted(rows, key=lambda row: (row[0], row[1]))])
+    return "compare-page:" + hashlib.sha256(identity.encode()).hexdigest()
+
+
+def _cache_get(key: str) -> Any:
+    try:
+        return cache.get(key)
+    except Exception:  # a shared cache that is away is a miss, not an error page
+        log.warning("the cache could not be read", exc_info=True)
+        return None
+
+
+def _cache_set(key: str, value: Any) -> None:
+    try:
+        cache.set(key, value, timeout=BODY_CACHE_SECONDS)
+    except Exception:
+        log.warning("the cache could not be written", exc_info=True)
 
 
 def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) -> SafeString:
