@@ -160,6 +160,19 @@ Q_CLUSTER: dict[str, object] = {
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
+
+# --- Cache and sessions ---------------------------------------------------------------------
+# A team server shares one cache between its web processes (a compare page is built once for
+# all of them) and reads sessions from it rather than from the database on every request; a
+# Redis that is away is worked around (evaluations/cache.py). Without Redis each process
+# keeps its own cache and sessions stay in the database only: a per-process cache must not
+# hold sessions, or a logout in one process would leave the session alive in another.
+CACHE_URL = os.environ.get("EVALSITE_CACHE_URL", REDIS_URL)
+if CACHE_URL:
+    CACHES = {"default": {"BACKEND": "evaluations.cache.TolerantRedisCache", "LOCATION": CACHE_URL,
+                          "KEY_PREFIX": "evalsite", "TIMEOUT": 24 * 3600,
+                          "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 2}}}
+    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 else:
     Q_CLUSTER["orm"] = "default"
 if env_bool("EVALSITE_Q_SYNC", False):
