@@ -1,39 +1,45 @@
 """Load client for bench/load.sh: the compare page and the runs API of a running team server
-(`manage.py up --team`), with N concurrent keep-alive connections, while a 10,000-case run is
-being evaluated by the clusters; and the same run's evaluation time on the idle server.
+(`manage.py up --team`), driven by wrk on 32 concurrent keep-alive connections while a
+10,000-case run is being evaluated by the clusters; and the same run's evaluation time on the
+idle server.
 
     python bench/load_client.py --server http://127.0.0.1:8765 [--cases 10000] [--connections 32]
-                                [--max-requests 60000] [--max-seconds 180] [--compare-share 0.75]
+        [--api-connections 8] [--max-requests 100000] [--max-seconds 180] [--idle-load-seconds 15]
 
 It needs the server's environment (DATABASE_URL, REDIS_URL, SECRET_KEY, EVALSITE_DATA_DIR) to
 set up its user, token and eval set with Django; everything after that goes over HTTP.
 
 Steps: import a generated eval set (bench/engine_bench.py's generator), start a baseline run
 and a regressed candidate through the API and wait for both (two finished runs: their
-comparison is stored when the candidate completes); evaluate a third run on the idle server
-and time it; then start a fourth and, until it completes (or the bounds are reached), keep
-`--connections` connections busy: each request is the compare page with probability
-`--compare-share`, else the runs API (the run list or the running run). Before that, the
-same load for `--idle-load-seconds` with no run being evaluated (what the pages alone can
-do). Prints requests/s, p50/p99 latency and errors per kind, and the two evaluation times
-and their ratio; the targets are judged on the load during the evaluation.
+comparison is stored when the candidate completes); for `--idle-load-seconds`, the load with
+no run being evaluated (what the pages alone can do); evaluate a third run on the idle server
+and time it; then start a fourth and, until it completes (or a bound is reached), keep the
+connections busy: `--api-connections` of them on the runs API (the run list and the running
+run, in turn, as CI jobs poll it), the rest on the compare page of the two finished runs.
+wrk (C, a few percent of a core) sends the requests, so the client's own cost stays out of
+the server's two cores. Prints requests/s, p50/p99 latency and errors per kind (any status
+but 200 is an error), the two evaluation times and their ratio; the targets are judged on
+the load during the evaluation.
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
 import http.cookiejar
 import json
+import math
 import os
-import random
-import statistics
+import re
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,84 +123,85 @@ def login(server: str) -> str:
 
 
 @dataclass
-class Stats:
-    latencies: dict[str, list[float]] = field(default_factory=lambda: {"compare": [], "api": []})
-    errors: dict[str, int] = field(default_factory=lambda: {"compare": 0, "api": 0})
-    error_samples: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+class Load:
+    """What one wrk process measured."""
 
-    def record(self, kind: str, seconds: float, error: str | None) -> None:
-        with self.lock:
-            if error is None:
-                self.latencies[kind].append(seconds)
-            else:
-                self.errors[kind] += 1
-                if len(self.error_samples) < 5:
-                    self.error_samples.append(f"{kind}: {error}")
+    requests: int = 0
+    seconds: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    max_ms: float = 0.0
+    mean_ms: float = 0.0
+    not_200: int = 0
+    first_bad_status: int = 0
+    socket_errors: int = 0
+    output: str = ""
 
-    def total(self) -> int:
-        return sum(len(v) for v in self.latencies.values()) + sum(self.errors.values())
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    @property
+    def errors(self) -> int:
+        return self.not_200 + self.socket_errors
+
+
+REPORT = re.compile(r"^REPORT (.*)$", re.MULTILINE)
+
+
+def parse_report(output: str) -> Load:
+    found = REPORT.search(output)
+    if found is None:
+        raise SystemExit(f"wrk printed no report:\n{output}")
+    values = dict(item.split("=", 1) for item in found.group(1).split())
+    return Load(requests=int(values["requests"]), seconds=int(values["duration_us"]) / 1e6,
+                p50_ms=int(values["p50_us"]) / 1000, p99_ms=int(values["p99_us"]) / 1000,
+                max_ms=int(values["max_us"]) / 1000, mean_ms=float(values["mean_us"]) / 1000,
+                not_200=int(values["not_200"]), first_bad_status=int(values["first_bad_status"]),
+                socket_errors=int(values["socket_errors"]), output=output)
 
 
 def hammer(server: str, cookie: str, token: str, compare_path: str, run_id: int, args: argparse.Namespace,
-           stop: threading.Event) -> tuple[Stats, float]:
-    """`args.connections` threads, each with one keep-alive connection, until `stop` is set
-    or a bound is reached. Returns the stats and the elapsed seconds."""
-    parsed = urllib.parse.urlsplit(server)
-    stats = Stats()
-    api_paths = ["/api/v1/runs/", f"/api/v1/runs/{run_id}/"]
-    deadline = time.monotonic() + args.max_seconds
-
-    def worker(seed: int) -> None:
-        rng = random.Random(seed)
-        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
-        while not stop.is_set() and time.monotonic() < deadline and stats.total() < args.max_requests:
-            if rng.random() < args.compare_share:
-                kind, path, headers = "compare", compare_path, {"Cookie": cookie}
-            else:
-                kind, path, headers = "api", rng.choice(api_paths), {"Authorization": f"Token {token}"}
-            started = time.perf_counter()
-            error = None
-            try:
-                conn.request("GET", path, headers=headers)
-                response = conn.getresponse()
-                body = response.read()
-                if response.status != 200:
-                    error = f"HTTP {response.status} {path}: {body[:200]!r}"
-                if response.getheader("Connection", "").lower() == "close":
-                    conn.close()
-            except (OSError, http.client.HTTPException) as exc:
-                error = f"{type(exc).__name__}: {exc} ({path})"
-                conn.close()
-            stats.record(kind, time.perf_counter() - started, error)
-        conn.close()
-
-    threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(args.connections)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return stats, time.perf_counter() - started
+           stop: threading.Event, seconds: float) -> dict[str, Load]:
+    """Two wrk processes at once, each connection a keep-alive client that sends its next
+    request when the last is answered: the compare page on `connections - api_connections`
+    connections, the runs API (the list, and the running run as a CI job polls it) on the rest.
+    Until `stop` is set, `seconds` pass, or a wrk thread reaches its share of
+    `--max-requests`; then both are interrupted and report."""
+    with tempfile.TemporaryDirectory() as tmp:
+        flag = Path(tmp) / "bound-reached"
+        compare_connections = args.connections - args.api_connections
+        jobs = {
+            "compare": (compare_connections, 2, f"Cookie: {cookie}", [compare_path]),
+            "api": (args.api_connections, 1, f"Authorization: Token {token}",
+                    ["/api/v1/runs/", f"/api/v1/runs/{run_id}/"]),
+        }
+        procs = {}
+        for kind, (connections, threads, header, paths) in jobs.items():
+            share = max(1, int(args.max_requests * connections / args.connections / threads))
+            argv = [args.wrk, "--threads", str(threads), "--connections", str(connections),
+                    "--duration", f"{math.ceil(seconds) + 5}s", "--timeout", "30s", "--header", header,
+                    "--script", str(REPO / "bench" / "wrk_report.lua"), server + "/", "--",
+                    f"max={share}", f"flag={flag}", *paths]
+            procs[kind] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + seconds
+        while (not stop.is_set() and time.monotonic() < deadline and not flag.exists()
+               and all(proc.poll() is None for proc in procs.values())):
+            time.sleep(0.05)
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)  # wrk stops and reports on the time really taken
+        return {kind: parse_report(proc.communicate(timeout=60)[0]) for kind, proc in procs.items()}
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))]
-
-
-def report(title: str, stats: Stats, elapsed: float, compare_path: str) -> None:
+def report(title: str, loads: dict[str, Load], compare_path: str) -> None:
     print(f"\n{title}", flush=True)
     for kind, label in (("compare", f"compare page {compare_path}"), ("api", "runs API (list and detail)")):
-        ok = stats.latencies[kind]
-        if not ok:
-            print(f"  {label}: no successful request, {stats.errors[kind]} errors")
-            continue
-        print(f"  {label}: {len(ok) / elapsed:.1f} req/s, p50 {percentile(ok, 0.5) * 1000:.0f} ms, "
-              f"p99 {percentile(ok, 0.99) * 1000:.0f} ms, max {max(ok) * 1000:.0f} ms, "
-              f"mean {statistics.fmean(ok) * 1000:.0f} ms, {stats.errors[kind]} errors")
-    for sample in stats.error_samples:
-        print(f"  error: {sample}")
+        load = loads[kind]
+        print(f"  {label}: {load.requests:,} requests in {load.seconds:.1f} s, {load.rate:.1f} req/s, "
+              f"p50 {load.p50_ms:.0f} ms, p99 {load.p99_ms:.0f} ms, max {load.max_ms:.0f} ms, "
+              f"mean {load.mean_ms:.0f} ms, {load.errors} errors"
+              + (f" (first non-200 status: {load.first_bad_status})" if load.not_200 else ""))
     sys.stdout.flush()
 
 
@@ -202,13 +209,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", required=True)
     parser.add_argument("--cases", type=int, default=10_000)
-    parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--max-requests", type=int, default=60_000)
+    parser.add_argument("--connections", type=int, default=32, help="in all, both kinds of request")
+    parser.add_argument("--api-connections", type=int, default=8, help="of those, the runs API's")
+    parser.add_argument("--max-requests", type=int, default=100_000)
     parser.add_argument("--max-seconds", type=float, default=180)
-    parser.add_argument("--compare-share", type=float, default=0.75)
     parser.add_argument("--idle-load-seconds", type=float, default=15,
                         help="first, the same load on the server with no run being evaluated (0: skip)")
+    parser.add_argument("--wrk", default="wrk")
     args = parser.parse_args()
+    if shutil.which(args.wrk) is None:
+        raise SystemExit(f"{args.wrk} not found: apt-get install -y wrk")
+    if not 0 < args.api_connections < args.connections:
+        raise SystemExit("--api-connections must be more than 0 and fewer than --connections")
     server = args.server.rstrip("/")
 
     t = time.perf_counter()
@@ -224,28 +236,31 @@ def main() -> None:
           f"in {time.perf_counter() - t:.1f} s", flush=True)
     compare_path = f"/compare/?baseline={baseline}&candidate={candidate}"
     cookie = login(server)
-    # The candidate shows `completed` a moment before its worker has stored the comparison:
-    # one request first, so the load measures the stored comparison, not 32 computing it.
-    for attempt in ("first (may compute the comparison)", "second"):
+    # A few requests first, as the team's first views would be: each web worker builds the
+    # page once and keeps it; the load then measures what every later view costs.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    for attempt in range(8):
         t = time.perf_counter()
         request = urllib.request.Request(server + compare_path, headers={"Cookie": cookie})
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=300) as response:
+        with opener.open(request, timeout=300) as response:
             size = len(response.read())
-        print(f"compare page, {attempt} request: {(time.perf_counter() - t) * 1000:.0f} ms, {size / 1024:.0f} KB",
-              flush=True)
+        if attempt in (0, 7):
+            print(f"compare page, {'first' if attempt == 0 else 'eighth'} request: "
+                  f"{(time.perf_counter() - t) * 1000:.0f} ms, {size / 1024:.0f} KB", flush=True)
 
+    split = (f"{args.connections - args.api_connections} on the compare page, {args.api_connections} on the runs API "
+             f"(list and a run's detail, in turn)")
     if args.idle_load_seconds > 0:  # what the pages alone can do: the server's CPU is all theirs
-        quiet = argparse.Namespace(**{**vars(args), "max_seconds": args.idle_load_seconds})
-        stats, elapsed = hammer(server, cookie, token, compare_path, candidate, quiet, threading.Event())
-        report(f"load with no run being evaluated: {args.connections} connections for {elapsed:.1f} s, "
-               f"{stats.total():,} requests", stats, elapsed, compare_path)
+        loads = hammer(server, cookie, token, compare_path, candidate, args, threading.Event(),
+                       args.idle_load_seconds)
+        report(f"load with no run being evaluated: {args.connections} connections, {split}", loads, compare_path)
 
     # The evaluation time of the same kind of run, first on the idle server.
     idle_run = api.start_run(evalset, regressed, "load idle")
     t = time.perf_counter()
     api.wait(idle_run)
     idle = time.perf_counter() - t
-    print(f"idle: a {args.cases:,}-case run evaluated in {idle:.1f} s (from queued to completed)", flush=True)
+    print(f"\nidle: a {args.cases:,}-case run evaluated in {idle:.1f} s (from queued to completed)", flush=True)
 
     loaded_run = api.start_run(evalset, regressed, "load under load")
     t = time.perf_counter()
@@ -259,26 +274,28 @@ def main() -> None:
 
     follower = threading.Thread(target=follow, daemon=True)
     follower.start()
-    stats, elapsed = hammer(server, cookie, token, compare_path, loaded_run, args, stop)
+    loads = hammer(server, cookie, token, compare_path, loaded_run, args, stop, args.max_seconds)
+    bounded = "" if stop.is_set() else " (the load stopped at its bound before the run completed)"
     follower.join()
     loaded = result["loaded"]
-    bounded = "" if stop.is_set() and loaded <= elapsed + 1 else " (the load stopped at its bound first)"
 
-    report(f"load while a {args.cases:,}-case run is evaluated: {args.connections} connections for {elapsed:.1f} s, "
-           f"{stats.total():,} requests ({args.compare_share:.0%} compare page, the rest the runs API){bounded}",
-           stats, elapsed, compare_path)
+    report(f"load while a {args.cases:,}-case run is evaluated: {args.connections} connections, {split}{bounded}",
+           loads, compare_path)
     ratio = loaded / idle
     print(f"\nrun completion: {loaded:.1f} s under load vs {idle:.1f} s idle: {ratio:.2f}x")
 
-    compare = stats.latencies["compare"]
-    rps = len(compare) / elapsed
-    p99 = percentile(compare, 0.99) * 1000 if compare else float("inf")
-    errors = sum(stats.errors.values())
+    compare = loads["compare"]
+    p99 = max(load.p99_ms for load in loads.values())
+    errors = sum(load.errors for load in loads.values())
     print("\ntargets: "
-          f"compare >= {TARGETS['compare_rps']:.0f} req/s: {'OK' if rps >= TARGETS['compare_rps'] else 'MISSED'} "
-          f"({rps:.1f}); p99 <= {TARGETS['p99_ms']:.0f} ms: {'OK' if p99 <= TARGETS['p99_ms'] else 'MISSED'} "
-          f"({p99:.0f}); zero errors: {'OK' if errors == 0 else 'MISSED'} ({errors}); "
-          f"completion <= {TARGETS['ratio']}x idle: {'OK' if ratio <= TARGETS['ratio'] else 'MISSED'} ({ratio:.2f}x)")
+          f"compare >= {TARGETS['compare_rps']:.0f} req/s: {ok(compare.rate >= TARGETS['compare_rps'])} "
+          f"({compare.rate:.1f}); p99 <= {TARGETS['p99_ms']:.0f} ms, both kinds: {ok(p99 <= TARGETS['p99_ms'])} "
+          f"({p99:.0f}); zero errors: {ok(errors == 0)} ({errors}); "
+          f"completion <= {TARGETS['ratio']}x idle: {ok(ratio <= TARGETS['ratio'])} ({ratio:.2f}x)")
+
+
+def ok(met: bool) -> str:
+    return "OK" if met else "MISSED"
 
 
 if __name__ == "__main__":
