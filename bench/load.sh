@@ -22,7 +22,7 @@ API_CONNECTIONS=${API_CONNECTIONS:-8}
 MAX_REQUESTS=${MAX_REQUESTS:-100000}
 MAX_SECONDS=${MAX_SECONDS:-180}
 WEB_WORKERS=${WEB_WORKERS:-3}
-THREADS=${THREADS:-1}
+THREADS=${THREADS:-2}
 CLUSTERS=${CLUSTERS:-1}
 
 command -v wrk >/dev/null || { echo "bench/load.sh needs wrk: apt-get install -y wrk" >&2; exit 1; }
