@@ -79,6 +79,17 @@ def test_a_baseline_from_another_project_is_not_found(pair: tuple[Run, Run], glo
     assert alice_client.get(compare_url(candidate, other)).status_code == 404
 
 
+def test_run_ids_out_of_range_are_not_found(pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    huge = "99999999999999999999"  # more than SQLite can bind: was a 500 there
+    for query, status in ((f"baseline={huge}&candidate={candidate.pk}", 404),
+                          (f"baseline={baseline.pk}&candidate={huge}", 400),
+                          (f"baseline=-5&candidate={candidate.pk}", 404)):
+        for _ in range(3):  # and again once a valid page of the pair may be cached
+            assert alice_client.get(f"{reverse('compare')}?{query}").status_code == status, query
+        alice_client.get(compare_url(candidate, baseline))
+
+
 def test_a_candidate_is_required(alice_client: Client) -> None:
     response = alice_client.get(reverse("compare"))
     assert response.status_code == 400

@@ -29,6 +29,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from evaluations import comparison, exports
+from evaluations.api.converters import MAX_ID
 from evaluations.charts import fmt_seconds, to_html
 from evaluations.charts.compare import (
     DeltaBar,
@@ -61,10 +62,13 @@ def runs_visible_to(user: Any) -> QuerySet[Run]:
 
 
 def parse_id(value: str | None) -> int | None:
+    """A row id from the query string, or None: not a number, or out of the ids' range (which
+    SQLite could not even bind as a parameter)."""
     try:
-        return int(value) if value else None
+        number = int(value) if value else None
     except ValueError:
         return None
+    return number if number is not None and 0 < number <= MAX_ID else None
 
 
 def run_label(run: Run) -> str:
