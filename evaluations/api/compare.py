@@ -28,10 +28,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import comparison
+from evaluations import comparison, selectors_runs
 from evaluations.api.converters import MAX_ID
 from evaluations.api.errors import ApiError, ErrorSerializer, problem
-from evaluations.models import Project, Run
+from evaluations.models import Run
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -49,8 +49,7 @@ class CompareError(ValueError):
 
 
 def runs_visible_to(user: Any) -> QuerySet[Run]:
-    return Run.objects.filter(project__in=Project.objects.visible_to(user)).select_related(
-        "project", "evalset_version__evalset__baseline_run")
+    return selectors_runs.runs_visible_to(user).select_related("project", "evalset_version__evalset__baseline_run")
 
 
 def resolve_baseline(candidate: Run, ref: str | None, runs: QuerySet[Run]) -> Run:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -19,7 +18,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -41,11 +39,10 @@ from evaluations.charts.compare import (
     tag_pass_rates,
 )
 from evaluations.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
-from evaluations.models import Project, Run, Triage
+from evaluations.models import Run, Triage
+from evaluations.selectors_runs import runs_visible_to
 from evaluations.triage import triage_by_case, triage_stamp_annotations
 from evaluations.views.common import SESSION_PROJECT_KEY, enter_project
-
-log = logging.getLogger(__name__)
 
 CASES_PER_PAGE = 50
 BASELINE_CHOICES = 50
@@ -55,10 +52,6 @@ _UNREAD_FIELDS = ("config", "target", "summary", "input_overrides", "eval_ids", 
                   "evalset_version__description", "evalset_version__metadata", "evalset_version__default_config",
                   "evalset_version__evaluator_config", "evalset_version__warnings", "evalset_version__tags")
 FILTERS = ("all", *STATUSES)
-
-
-def runs_visible_to(user: Any) -> QuerySet[Run]:
-    return Run.objects.filter(project__in=Project.objects.visible_to(user))
 
 
 def parse_id(value: str | None) -> int | None:
@@ -342,7 +335,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     partial = bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
     key = _page_key(request, candidate_id, partial)
     if key is not None:
-        cached = _cache_get(key)
+        cached = cache.get(key)  # a team server's Redis being away is a miss (evaluations/cache.py)
         if cached is not None:
             response = HttpResponse(cached)
             patch_vary_headers(response, ["HX-Request"])
@@ -372,7 +365,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         response = render(request, "evaluations/compare/compare.html", {**context, "body": body})
     patch_vary_headers(response, ["HX-Request"])
     if key is not None and response.status_code == 200:
-        _cache_set(key, response.content)
+        cache.set(key, response.content, timeout=BODY_CACHE_SECONDS)
     return response
 
 
@@ -455,21 +448,6 @@ def _page_key(request: HttpRequest, candidate_id: int, partial: bool) -> str | N
     identity = json.dumps([PAGE_CACHE_VERSION, user.pk, user.get_username(), csrf_secret, partial,
                            sorted(request.GET.lists()), sorted(rows, key=lambda row: (row[0], row[1]))])
     return "compare-page:" + hashlib.sha256(identity.encode()).hexdigest()
-
-
-def _cache_get(key: str) -> Any:
-    try:
-        return cache.get(key)
-    except Exception:  # a shared cache that is away is a miss, not an error page
-        log.warning("the cache could not be read", exc_info=True)
-        return None
-
-
-def _cache_set(key: str, value: Any) -> None:
-    try:
-        cache.set(key, value, timeout=BODY_CACHE_SECONDS)
-    except Exception:
-        log.warning("the cache could not be written", exc_info=True)
 
 
 def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) -> SafeString:
