@@ -46,6 +46,11 @@ def test_database_url_and_redis_url_switch_to_postgresql_and_the_redis_broker(tm
     assert s["engine"] == "django.db.backends.postgresql"
     assert s["name"] == "evalsite"
     assert s["q"]["redis"] == "redis://127.0.0.1:6379/3" and "orm" not in s["q"]
+    # PostgreSQL prepares the statements a connection repeats (server-side binding), unless
+    # told not to (PgBouncer in transaction mode).
+    assert s["options"] == {"server_side_binding": True, "prepare_threshold": 5}
+    off = _settings(tmp_path, DATABASE_URL="postgres://evalsite@127.0.0.1:5432/evalsite", EVALSITE_PG_PREPARED="0")
+    assert off["options"] == {}
 
 
 def test_the_queue_settings_are_chosen_not_left_at_their_dangerous_defaults(tmp_path: Path) -> None:
