@@ -57,6 +57,51 @@ def test_a_wrong_password_does_not_log_in(alice: Any) -> None:
     assert client.get(reverse("account")).status_code == 302
 
 
+def test_a_wrong_password_is_checked_once_and_recorded_once(alice: Any) -> None:
+    """Two backends are listed (ours, then Django's for older sessions): a failed login ends
+    at ours, so the password is hashed once and one failure is signalled."""
+    from django.contrib.auth import authenticate
+    from django.contrib.auth.signals import user_login_failed
+
+    failures: list[dict[str, Any]] = []
+
+    def record(sender: Any, credentials: dict[str, Any], **kwargs: Any) -> None:
+        failures.append(credentials)
+
+    user_login_failed.connect(record)
+    try:
+        assert authenticate(None, username="alice", password="nope") is None
+        assert authenticate(None, username="nobody", password="nope") is None
+        assert authenticate(None, username="alice", password="alice-pass-123") == alice
+    finally:
+        user_login_failed.disconnect(record)
+    assert [f["username"] for f in failures] == ["alice", "nobody"]
+
+
+def test_the_session_user_is_read_in_one_statement_and_older_sessions_stay_valid(
+        alice: Any, django_assert_num_queries: Any) -> None:
+    from django.contrib.auth import BACKEND_SESSION_KEY, get_user
+    from django.http import HttpRequest
+
+    new, old = Client(), Client()
+    new.force_login(alice)  # as a login now stores it: our backend
+    old.force_login(alice, backend="django.contrib.auth.backends.ModelBackend")  # as before it existed
+    session = new.session
+    assert session[BACKEND_SESSION_KEY] == "evaluations.auth_backends.ModelBackend"  # loaded now
+    for client in (new, old):
+        page = client.get(reverse("account"))
+        assert page.status_code == 200 and b"alice" in page.content
+    request = HttpRequest()
+    request.session = session
+    with django_assert_num_queries(1):
+        user = get_user(request)
+    assert user == alice and user.is_authenticated
+    alice.is_active = False
+    alice.save()
+    for client in (new, old):  # a deactivated user is logged out by either backend
+        assert client.get(reverse("account")).status_code == 302
+
+
 def test_changing_the_password(alice: Any) -> None:
     client = Client()
     client.force_login(alice)
