@@ -219,3 +219,50 @@ def test_a_config_name_is_unique_per_project(alice_client: Client, acme: Project
     assert_error(alice_client.post("/api/v1/configs/", data=json.dumps({**good, "project": "globex", "name": "x"}),
                                    content_type="application/json"), 404)
     assert EvaluationConfig.objects.count() == 1
+
+
+def _field_by_field(run: Run) -> dict:  # type: ignore[type-arg]
+    """What DRF's ModelSerializer makes of the run's declared fields, one field object at a time."""
+    from rest_framework import serializers
+
+    from evaluations.api.serializers import RunSerializer
+
+    return dict(serializers.ModelSerializer.to_representation(RunSerializer(), run))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("time_zone", ["UTC", "Asia/Kolkata"])
+def test_the_runs_list_and_detail_say_what_the_field_by_field_serializer_says(
+        alice_client: Client, acme: Project, settings, time_zone: str) -> None:  # type: ignore[no-untyped-def]
+    """RunSerializer writes its fields out directly (the runs list and detail are polled by
+    every CI job): the same JSON as DRF's field objects, for runs in every state, with and
+    without a user, in UTC and in another TIME_ZONE."""
+    from tests.api_helpers import finished_run
+
+    settings.TIME_ZONE = time_zone
+    version = import_demo(acme)
+    finished = finished_run(acme, regressed_outputs(), branch="main", git_commit="abc1234", tags=["nightly", "<b>"],
+                            model="gpt-x")
+    queued = _start(alice_client, version.evalset_id, perfect_outputs(), name="<script>x</script>",
+                    eval_ids=["weather_tokyo"]).json()["id"]
+    running = Run.objects.get(pk=_start(alice_client, version.evalset_id, perfect_outputs()).json()["id"])
+    running.status, running.cases_done = Run.Status.RUNNING, 3
+    running.save()
+    listed = {r["id"]: r for r in alice_client.get("/api/v1/runs/").json()["results"]}
+    assert set(listed) == {finished.pk, queued, running.pk}
+    for run in Run.objects.select_related("project", "evalset_version", "created_by"):
+        expected = _field_by_field(run)
+        assert listed[run.pk] == expected
+        assert alice_client.get(f"/api/v1/runs/{run.pk}/").json() == expected
+    # Exact filters are read by the same statement; the others by the ORM: the same runs either way.
+    completed = alice_client.get("/api/v1/runs/?status=completed&project=acme").json()
+    assert completed["count"] == 1 and completed["results"] == [listed[finished.pk]]
+    assert alice_client.get("/api/v1/runs/?branch=main").json()["results"] == [listed[finished.pk]]
+    page = alice_client.get("/api/v1/runs/?limit=2&offset=1").json()
+    assert page["count"] == 3 and [r["id"] for r in page["results"]] == [queued, finished.pk]
+    assert "offset=3" not in (page["next"] or "") and page["previous"] is not None
+    assert listed[finished.pk]["created_by"] is None and listed[queued]["created_by"] == "alice"
+    assert listed[finished.pk]["finished_at"] is not None and listed[queued]["finished_at"] is None
+    offset = "Z" if time_zone == "UTC" else "+05:30"
+    assert listed[finished.pk]["finished_at"].endswith(offset)
+    assert listed[finished.pk]["summary"]["criteria"]["trajectory_match"]["passed"] == 6

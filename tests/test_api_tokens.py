@@ -95,6 +95,22 @@ def test_last_used_at_is_written_at_most_once_a_minute(alice: Any) -> None:
     new.token.refresh_from_db()
     assert new.token.last_used_at is not None and new.token.last_used_at > first - timedelta(seconds=1)
     assert timezone.now() - new.token.last_used_at < timedelta(seconds=30)
+    almost = timezone.now() - timedelta(seconds=50)  # still within the minute: kept as it is
+    ApiToken.objects.filter(pk=new.token.pk).update(last_used_at=almost)
+    assert client.get(reverse("api_runs")).status_code == 200
+    new.token.refresh_from_db()
+    assert new.token.last_used_at == almost
+
+
+def test_a_deactivated_users_token_stops_working(alice: Any) -> None:
+    secret = token_create(user=alice, name="script").secret
+    client = Client(HTTP_AUTHORIZATION=f"Token {secret}")
+    assert client.get(reverse("api_runs")).status_code == 200
+    alice.is_active = False
+    alice.save()
+    response = client.get(reverse("api_runs"))
+    assert response.status_code == 401
+    assert response.json()["code"] == "authentication_failed"
 
 
 def test_a_token_acts_as_its_user_and_sees_only_their_projects(alice: Any, bob: Any, acme: Any) -> None:

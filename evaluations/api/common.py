@@ -12,6 +12,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import renderers, serializers
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.fields import empty
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -26,6 +27,8 @@ def query(serializer_class: type[serializers.Serializer], request: Request) -> d
     """The query string validated by `serializer_class` (400 in the error shape otherwise).
     Multiple-choice fields take repeated or comma-separated values."""
     params = request.query_params
+    if not params and not any(f.default is not empty for f in serializer_class._declared_fields.values()):
+        return {}  # nothing to validate, no defaults to fill in (a poll of a list, most often)
     data: dict[str, Any] = {}
     fields = serializer_class().fields
     for name, field in fields.items():
