@@ -94,12 +94,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     import os
 
     skip_team_tests(items)
+    mark_database_free(items)
     if Path(CHROMIUM).exists() or os.environ.get("EVALSITE_REQUIRE_BROWSER"):
         return
     skip = pytest.mark.skip(reason=f"{CHROMIUM} is not installed (apt-get install -y chromium)")
     for item in items:
         if "browser" in item.keywords:
             item.add_marker(skip)
+
+
+DATABASE_FIXTURES = frozenset({"db", "transactional_db", "live_server", "django_db_reset_sequences",
+                               "django_db_serialized_rollback"})
+
+
+def mark_database_free(items: list[pytest.Item]) -> None:
+    """Mark `database_free` the tests that use no database: no django_db mark and no database
+    fixture, so pytest-django blocks any query they would make (the formats, the evaluators,
+    the charts, and the tests whose subprocess servers run on a throwaway SQLite of their
+    own). DATABASE_URL changes nothing for them: CI runs them in the SQLite pass and leaves
+    them out of the PostgreSQL pass (`-m "not database_free"`)."""
+    for item in items:
+        if item.get_closest_marker("django_db") is None and not DATABASE_FIXTURES & set(
+                getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.database_free)
 
 
 TEAM_TESTS_SKIP_REASON = ("team-server test: needs PostgreSQL and Redis on 127.0.0.1; runs only with "
