@@ -266,3 +266,25 @@ def test_the_runs_list_and_detail_say_what_the_field_by_field_serializer_says(
     offset = "Z" if time_zone == "UTC" else "+05:30"
     assert listed[finished.pk]["finished_at"].endswith(offset)
     assert listed[finished.pk]["summary"]["criteria"]["trajectory_match"]["passed"] == 6
+
+
+@pytest.mark.django_db
+def test_the_runs_list_and_detail_show_a_superuser_every_project_and_others_only_theirs(
+        alice_client: Client, bob_client: Client, acme: Project, globex: Project) -> None:
+    from django.contrib.auth import get_user_model
+
+    from tests.api_helpers import finished_run
+
+    import_demo(acme)
+    import_demo(globex)
+    ours, theirs = finished_run(acme, perfect_outputs()), finished_run(globex, perfect_outputs())
+    root = Client()
+    root.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "root-pass-123"))
+    everything = root.get("/api/v1/runs/").json()
+    assert everything["count"] == 2 and {r["project"] for r in everything["results"]} == {"acme", "globex"}
+    assert root.get(f"/api/v1/runs/{theirs.pk}/").json()["project"] == "globex"
+    assert [r["id"] for r in alice_client.get("/api/v1/runs/").json()["results"]] == [ours.pk]
+    assert alice_client.get(f"/api/v1/runs/{theirs.pk}/").status_code == 404
+    assert alice_client.get("/api/v1/runs/?project=globex").json()["count"] == 0
+    assert [r["id"] for r in bob_client.get("/api/v1/runs/").json()["results"]] == [theirs.pk]
+    assert Client().get(f"/api/v1/runs/{ours.pk}/").status_code == 401
