@@ -21,6 +21,7 @@ from evaluations.formats import EvalSetImportError, SourceFile
 from evaluations.formats import check_size as check_upload_size
 from evaluations.models import EvalSetVersion, EvaluationConfig, Run
 from evaluations.schemas.evalset import EvalConfig
+from evaluations.schemas.outputs import MAX_ITERATIONS
 from evaluations.selectors_runs import DEMO_CALLABLE
 from evaluations.targets.http import HttpTargetSpec
 from evaluations.targets.python import PythonTargetSpec
@@ -104,7 +105,7 @@ class NewRunForm(forms.Form):
                                             label="Faults")
     demo_rate = forms.FloatField(required=False, min_value=0, max_value=1, label="Share of cases affected")
     demo_slow_seconds = forms.FloatField(required=False, min_value=0, max_value=30, label="Slow answers (s)")
-    iterations = forms.IntegerField(min_value=1, max_value=100, initial=1)
+    iterations = forms.IntegerField(min_value=1, max_value=MAX_ITERATIONS, initial=1)
     warmups = forms.IntegerField(min_value=0, max_value=100, initial=0, label="Warm-ups")
     name = forms.CharField(required=False, max_length=255)
     model = forms.CharField(required=False, max_length=200)

@@ -54,7 +54,7 @@ from evaluations.models import (
 )
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
-from evaluations.schemas.outputs import AgentOutput
+from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +119,8 @@ def run_create(
         raise RunError(f"unknown target kind {target_kind!r}")
     if target_kind == Run.TargetKind.UPLOADED and outputs is None:
         raise RunError("an uploaded-outputs run needs its outputs")
-    if iterations < 1:
-        raise RunError("iterations must be at least 1")
+    if not 1 <= iterations <= MAX_ITERATIONS:
+        raise RunError(f"iterations must be between 1 and {MAX_ITERATIONS}, not {iterations}")
     if version.evalset.project_id != project.pk:
         raise RunError("the eval set version belongs to another project")
     used = config_for(version, config, preset)

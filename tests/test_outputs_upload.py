@@ -202,6 +202,28 @@ class TestBadOutputs:
         assert (problem.file, problem.case, problem.line) == ("again.json", "weather_tokyo", 3)
         assert "travel_outputs.jsonl:1 has it too" in problem.message
 
+    def test_an_iteration_out_of_range_is_a_problem_at_its_line(self) -> None:
+        """A stray iteration number would otherwise make a run of millions of results."""
+        rows = [{"eval_id": "weather_tokyo", "iteration": 99}, {"eval_id": "weather_tokyo", "iteration": 100},
+                {"eval_id": "order_status", "iteration": -1}]
+        error = read_error(source("iterations.jsonl", "\n".join(json.dumps(r) for r in rows).encode()))
+        assert error.code == "schema"
+        got = [(p.file, p.line, p.case, p.path) for p in error.problems]
+        assert got == [("iterations.jsonl", 2, "weather_tokyo", "iteration"),
+                       ("iterations.jsonl", 3, "order_status", "iteration")]
+        assert "less than 100" in error.problems[0].message
+        assert "greater than or equal to 0" in error.problems[1].message
+
+    def test_an_adk_result_with_more_runs_of_a_case_than_a_run_has_iterations_is_refused(self) -> None:
+        doc = json.loads((OUTPUTS / ADK_RESULT).read_text())
+        tokyo = next(c for c in doc["eval_case_results"] if c["eval_id"] == "weather_tokyo")
+        doc["eval_case_results"] = [tokyo] * 101
+        error = read_error(source("many_runs.evalset_result.json", json.dumps(doc).encode()))
+        assert error.code == "schema"
+        (problem,) = error.problems
+        assert (problem.case, problem.path) == ("weather_tokyo", "eval_case_results[100].eval_id")
+        assert "more than 100 results for this case" in problem.message
+
     def test_problems_are_capped_and_counted(self) -> None:
         rows = "\n".join(json.dumps({"eval_id": f"case_{n}", "latency_seconds": "slow"}) for n in range(30))
         error = read_error(source("many.jsonl", rows.encode()))

@@ -92,6 +92,16 @@ def test_cases_without_an_output_are_reported_as_missing(acme: Project) -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("iterations", [0, 101])
+def test_iterations_out_of_range_are_refused_by_every_entry_point(acme: Project, iterations: int) -> None:
+    version = import_demo(acme)
+    with pytest.raises(runs.RunError, match=f"iterations must be between 1 and 100, not {iterations}"):
+        runs.run_create(project=acme, version=version, target_kind="uploaded", outputs=_outputs(perfect_outputs()),
+                        iterations=iterations, enqueue=False)
+    assert Run.objects.count() == 0 and CaseResult.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_outputs_for_unknown_eval_ids_are_refused(acme: Project) -> None:
     version = import_demo(acme)
     with pytest.raises(runs.RunError, match="no_such_case"):

@@ -40,7 +40,6 @@ from evaluations.api.common import (
 from evaluations.api.common import visible_runs as _visible_runs
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
 from evaluations.api.serializers import (
-    MAX_ITERATIONS,
     CaseResultDetailSerializer,
     CaseResultSerializer,
     EvaluationConfigCreateSerializer,
@@ -197,8 +196,7 @@ class RunListCreate(ListCreateAPIView):
             raise ValidationError({"version": [f"eval set {evalset.pk} has no version {v.get('version')}"]})
         outputs = None
         if v["target_kind"] == Run.TargetKind.UPLOADED:
-            outputs = _outputs(v.get("outputs"), upload)
-            _check_iterations(outputs)
+            outputs = _outputs(v.get("outputs"), upload)  # iterations bounded by the schema
         config = None
         if "config" in v:
             try:
@@ -249,16 +247,6 @@ def _outputs(inline: list[dict[str, Any]] | None, upload: Any) -> list[AgentOutp
         raise
     except Exception as exc:  # pragma: no cover - read_outputs raises EvalSetImportError itself
         raise ValidationError({"outputs": [str(exc)]}) from None
-
-
-def _check_iterations(outputs: list[AgentOutput]) -> None:
-    """An output's iteration sets how many iterations the run has: keep it to what
-    `iterations` allows, or one stray number would make a run of millions of results."""
-    wrong = [(i, o) for i, o in enumerate(outputs) if not 0 <= o.iteration < MAX_ITERATIONS]
-    if wrong:
-        raise ValidationError({"outputs": {
-            str(i): {"iteration": [f"{o.eval_id}: iteration {o.iteration} is out of range (0 to {MAX_ITERATIONS - 1})"]}
-            for i, o in wrong[:20]}})
 
 
 def _run_or_404(request: Request, pk: int) -> Run:

@@ -26,8 +26,8 @@ from evaluations.models import (
     Score,
     Triage,
 )
+from evaluations.schemas.outputs import MAX_ITERATIONS
 
-MAX_ITERATIONS = 100
 # Formats datetimes as every DateTimeField here does (ISO 8601, UTC as "Z", in TIME_ZONE); it
 # keeps no per-request state, so one instance serves every thread.
 _DATETIME = serializers.DateTimeField(read_only=True)

@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from evaluations.schemas.evalset import ToolCall, TrajectoryStep
 from evaluations.schemas.text import without_nul
 
+# An output's iteration sets how many iterations its run has: one stray number must not make
+# a run of millions of results. Every entry point (API, page upload, CLI) reads outputs here.
+MAX_ITERATIONS = 100
+
 
 class _Output(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -54,7 +58,7 @@ class TurnOutput(_Output):
 
 class AgentOutput(_Output):
     eval_id: str
-    iteration: int = 0
+    iteration: int = Field(default=0, ge=0, lt=MAX_ITERATIONS)
     turns: list[TurnOutput] = Field(default_factory=list)
     trajectory: list[TrajectoryStep] = Field(default_factory=list)
     latency_seconds: float | None = None

@@ -49,7 +49,7 @@ from evaluations.formats.base import (
     locate,
 )
 from evaluations.schemas.evalset import MessageContent
-from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput, Usage
+from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput, OutputToolCall, TurnOutput, Usage
 from evaluations.traces import TraceError, apply_trace, parse_otlp
 
 Path = tuple[PathPart, ...]
@@ -259,6 +259,10 @@ def _read_adk(doc: dict[str, Any], file: SourceFile, where: _Text, problems: _Pr
         id_key, eval_id = _take(raw, "eval_id")
         if not isinstance(eval_id, str) or not eval_id:
             problems.add(file, where, (*path, id_key), "required: the case's eval_id", f"#{index + 1}")
+            continue
+        if runs[eval_id] >= MAX_ITERATIONS:  # each repeat of a case is its next iteration
+            problems.add(file, where, (*path, id_key), f"more than {MAX_ITERATIONS} results for this case "
+                         f"(a run has at most {MAX_ITERATIONS} iterations)", eval_id)
             continue
         before = len(converter.errors)
         turns = _adk_turns(converter, raw, path, eval_id, file, where, problems)
