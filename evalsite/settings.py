@@ -169,6 +169,10 @@ Q_CLUSTER: dict[str, object] = {
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+if env_bool("EVALSITE_Q_SYNC", False):
+    Q_CLUSTER["sync"] = True
 
 # --- Cache and sessions ---------------------------------------------------------------------
 # A team server shares one cache between its web processes (a compare page is built once for
@@ -182,10 +186,6 @@ if CACHE_URL:
                           "KEY_PREFIX": "evalsite", "TIMEOUT": 24 * 3600,
                           "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 2}}}
     SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
-else:
-    Q_CLUSTER["orm"] = "default"
-if env_bool("EVALSITE_Q_SYNC", False):
-    Q_CLUSTER["sync"] = True
 
 # Evaluation engine: cases per queue task, and how long a run may show no progress before
 # its pending work is re-enqueued (see evaluations/runs.py).

@@ -18,7 +18,8 @@ db = settings.DATABASES["default"]
 print(json.dumps({"engine": db["ENGINE"], "name": str(db["NAME"]), "options": db.get("OPTIONS", {}),
                   "conn_max_age": db["CONN_MAX_AGE"], "q": {k: v for k, v in settings.Q_CLUSTER.items()},
                   "secret": settings.SECRET_KEY, "debug": settings.DEBUG, "hosts": settings.ALLOWED_HOSTS,
-                  "upload": settings.EVALSITE_MAX_UPLOAD_BYTES}))
+                  "upload": settings.EVALSITE_MAX_UPLOAD_BYTES,
+                  "cache": settings.CACHES["default"]["BACKEND"]}))
 """
 
 
@@ -51,6 +52,13 @@ def test_database_url_and_redis_url_switch_to_postgresql_and_the_redis_broker(tm
     assert s["options"] == {"server_side_binding": True, "prepare_threshold": 5}
     off = _settings(tmp_path, DATABASE_URL="postgres://evalsite@127.0.0.1:5432/evalsite", EVALSITE_PG_PREPARED="0")
     assert off["options"] == {}
+
+
+def test_a_cache_redis_without_redis_url_keeps_the_queue_in_the_database(tmp_path: Path) -> None:
+    s = _settings(tmp_path, DATABASE_URL="postgres://evalsite@127.0.0.1:5432/evalsite",
+                  EVALSITE_CACHE_URL="redis://127.0.0.1:6379/4")
+    assert s["q"]["orm"] == "default" and "redis" not in s["q"]
+    assert s["cache"] == "evaluations.cache.TolerantRedisCache"
 
 
 def test_the_queue_settings_are_chosen_not_left_at_their_dangerous_defaults(tmp_path: Path) -> None:
