@@ -7,6 +7,7 @@
 #   bench/load.sh                                   # defaults below
 #   CASES=2000 CONNECTIONS=16 API_CONNECTIONS=4 MAX_SECONDS=60 bench/load.sh
 #
+# The web server runs at up's default --web-nice (WEB_NICE=0: the queue's priority).
 # Targets: >= 150 req/s on the compare page, p99 <= 500 ms, zero errors, completion under load
 # <= 1.5x idle. Uses (and first drops) its own database, evalsite_load, and Redis database 12;
 # needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust) and Redis on 127.0.0.1:6379.
@@ -24,6 +25,7 @@ MAX_SECONDS=${MAX_SECONDS:-180}
 WEB_WORKERS=${WEB_WORKERS:-3}
 THREADS=${THREADS:-2}
 CLUSTERS=${CLUSTERS:-1}
+WEB_NICE=${WEB_NICE:-5}  # up --web-nice: the web server's CPU priority below the evaluation's
 
 command -v wrk >/dev/null || { echo "bench/load.sh needs wrk: apt-get install -y wrk" >&2; exit 1; }
 
@@ -39,7 +41,7 @@ PGOPTIONS="--client-min-messages=warning" psql -q -h 127.0.0.1 -U postgres -d po
 redis-cli -h 127.0.0.1 -n "$REDIS_DB" del django_q:evalsite:q >/dev/null
 
 "$PYTHON" manage.py up --team --port "$PORT" --web-workers "$WEB_WORKERS" --threads "$THREADS" --clusters "$CLUSTERS" \
-  --cluster-workers 1 >"$data_dir/up.log" 2>&1 &
+  --cluster-workers 1 --web-nice "$WEB_NICE" >"$data_dir/up.log" 2>&1 &
 up_pid=$!
 cleanup() {
   kill -TERM "$up_pid" 2>/dev/null || true
@@ -53,7 +55,7 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 grep -q "Press Ctrl+C" "$data_dir/up.log" || { cat "$data_dir/up.log"; exit 1; }
-echo "up --team: gunicorn with $WEB_WORKERS workers x $THREADS threads, $CLUSTERS qcluster processes x 1 worker, $(nproc) cores"
+echo "up --team: gunicorn with $WEB_WORKERS workers x $THREADS threads at nice $WEB_NICE, $CLUSTERS qcluster processes x 1 worker, $(nproc) cores"
 
 "$PYTHON" bench/load_client.py --server "http://127.0.0.1:$PORT" --cases "$CASES" --connections "$CONNECTIONS" \
   --api-connections "$API_CONNECTIONS" --max-requests "$MAX_REQUESTS" --max-seconds "$MAX_SECONDS"

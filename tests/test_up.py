@@ -78,9 +78,18 @@ def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_
         assert by_name["demo baseline"]["cases_failed"] == 0
         assert by_name["demo baseline"]["cases_done"] == 16
         assert by_name["demo candidate"]["cases_failed"] > 0
-        children = [" ".join(c.cmdline()) for c in psutil.Process(proc.pid).children(recursive=True)]
-        assert any("qcluster" in c for c in children), children
-        assert any("gunicorn" in c for c in children), children
+        children = psutil.Process(proc.pid).children(recursive=True)
+        web = [c for c in children if "gunicorn" in " ".join(c.cmdline())]
+        queue = [c for c in children if "qcluster" in " ".join(c.cmdline())]
+        assert web and queue, [c.cmdline() for c in children]
+        # The web server (master, workers and every thread) runs 5 steps below the queue's
+        # CPU priority, and so does its session's autogroup where the kernel has them.
+        assert "CPU priority 5 below the queue's (--web-nice)" in output
+        assert {thread_nice for p in web for thread_nice in _thread_nices(p.pid)} == {5}
+        assert {thread_nice for p in queue for thread_nice in _thread_nices(p.pid)} == {0}
+        if Path("/proc/self/autogroup").exists():
+            assert Path(f"/proc/{web[0].pid}/autogroup").read_text().split()[-2:] == ["nice", "5"]
+            assert Path(f"/proc/{queue[0].pid}/autogroup").read_text().split()[-2:] == ["nice", "0"]
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -89,6 +98,28 @@ def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_
             proc.kill()
             rest, _ = proc.communicate()
     assert proc.returncode == 0, output + (rest or "")
+
+
+def _thread_nices(pid: int) -> list[int]:
+    """The nice value of each thread of a process (field 19 of /proc/PID/task/TID/stat)."""
+    nices = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            nices.append(int(stat.read_text().rsplit(")", 1)[1].split()[16]))
+        except (OSError, IndexError):  # a thread that ended meanwhile
+            continue
+    return nices
+
+
+@pytest.mark.parametrize("value", ["-1", "20"])
+def test_up_refuses_a_web_priority_outside_0_to_19(tmp_path: Path, value: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
+    result = subprocess.run([sys.executable, "manage.py", "up", "--port", str(_free_port())],
+                            cwd=REPO, env={**env, "EVALSITE_DATA_DIR": str(tmp_path), "EVALSITE_WEB_NICE": value},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"--web-nice (EVALSITE_WEB_NICE) must be 0-19, not {value}" in result.stderr
+    assert not (tmp_path / "evalsite.sqlite3").exists()  # refused before anything was written
 
 
 def _up_team(tmp_path: Path, *args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:

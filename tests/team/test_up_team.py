@@ -25,6 +25,9 @@ def test_up_team_runs_gunicorn_and_the_clusters_and_serves_compressed_hashed_sta
     web = [p for p in children if "gunicorn" in " ".join(p.cmdline())]
     assert len(web) == 1 and len(web[0].children()) == 2  # a master and its two workers
     assert len(redis_server.clusters()) == CLUSTERS
+    # When the web server and the clusters both want the CPU, the clusters come first.
+    assert {p.nice() for p in [web[0], *web[0].children()]} == {5}
+    assert {p.nice() for p in redis_server.clusters()} == {0}
 
     with httpx.Client(base_url=redis_server.url, trust_env=False) as client:
         assert client.get("/healthz").json() == {"status": "ok"}

@@ -48,11 +48,14 @@ class Child:
     name: str
     argv: list[str]
     env: dict[str, str]
+    nice: int = 0
     proc: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, cwd=settings.BASE_DIR, env=self.env, start_new_session=True)
+        nice = self.nice
+        self.proc = subprocess.Popen(self.argv, cwd=settings.BASE_DIR, env=self.env, start_new_session=True,
+                                     preexec_fn=(lambda: lower_priority(nice)) if nice else None)
 
     @property
     def pid(self) -> int:
@@ -69,6 +72,21 @@ class Child:
             os.killpg(self.pid, signal.SIGKILL)
 
 
+def lower_priority(nice: int) -> None:
+    """In a child, after its new session and before it runs its program: a CPU priority
+    `nice` steps below the processes that keep theirs. Both of Linux's knobs: the process's
+    nice value, inherited by whatever it forks (gunicorn's workers and their threads), and
+    its session's autogroup's, which is what the scheduler weighs between sessions where
+    autogroups are on (most desktop and container kernels). There a plain nice only ranks a
+    session's own threads against each other, and every session (each child of `up`,
+    PostgreSQL) gets an equal share of the CPU: busy web workers take as much as the queue's.
+    Without autogroups (a kernel without them, or turned off) the file is absent and the
+    nice value does the job alone."""
+    os.nice(nice)
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as autogroup:
+        autogroup.write(str(nice))
+
+
 class Command(BaseCommand):
     help = "Start evalsite: migrations, web server and task-queue cluster together."
 
@@ -77,6 +95,10 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("EVALSITE_PORT", "8000")))
         parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes")
         parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+        parser.add_argument("--web-nice", type=int, default=int(os.environ.get("EVALSITE_WEB_NICE", "5")),
+                            help="how many steps (0-19) below the queue's the web server's CPU priority is "
+                                 "(default EVALSITE_WEB_NICE, 5): when both want the CPU, runs are evaluated "
+                                 "first; 0 gives them equal weight")
         parser.add_argument("--no-cluster", action="store_true", help="run the web server only")
         parser.add_argument("--demo", action="store_true", help="load the demo eval set into the default project")
         team = parser.add_argument_group("team server")
@@ -95,6 +117,8 @@ class Command(BaseCommand):
                           help="seconds to let the children stop gracefully before killing them")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not 0 <= options["web_nice"] <= 19:
+            raise CommandError(f"--web-nice (EVALSITE_WEB_NICE) must be 0-19, not {options['web_nice']}")
         if options["team"]:
             self._check_team_services(options)
         elif options["broker"]:
@@ -113,7 +137,7 @@ class Command(BaseCommand):
             env["EVALSITE_WORKERS"] = str(options["cluster_workers"])
 
         url = f"http://{options['host']}:{options['port']}/"
-        web = Child("web", self._web_argv(options), env)
+        web = Child("web", self._web_argv(options), env, nice=options["web_nice"])
         children = [web]
         clusters = 0 if options["no_cluster"] else (options["clusters"] if options["team"] else 1)
         for n in range(clusters):
@@ -254,11 +278,14 @@ class Command(BaseCommand):
                      f"{workers} worker{'s' if workers != 1 else ''}")
         else:
             queue = f"{workers} workers"
+        priority = (f"CPU priority {options['web_nice']} below the queue's (--web-nice)" if options["web_nice"]
+                    else "the queue's CPU priority")
         self.stdout.write(
             f"\nevalsite is running at {url}\n"
             f"  {login_hint}\n"
             f"  database: {database['ENGINE'].rsplit('.', 1)[-1]} {database.get('NAME') or ''}\n"
             f"  task queue: {'redis' if settings.REDIS_URL else 'ORM broker'}, {queue}\n"
+            f"  web server: gunicorn, {options['web_workers']} x {options['threads']} threads, {priority}\n"
             "Press Ctrl+C to stop.\n"
         )
         self.stdout.flush()
