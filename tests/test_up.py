@@ -111,14 +111,16 @@ def _thread_nices(pid: int) -> list[int]:
     return nices
 
 
-@pytest.mark.parametrize("value", ["-1", "20"])
-def test_up_refuses_a_web_priority_outside_0_to_19(tmp_path: Path, value: str) -> None:
+@pytest.mark.parametrize(("value", "message"), [
+    ("-1", "must be 0-19, not -1"), ("20", "must be 0-19, not 20"), ("low", "must be a whole number 0-19, not 'low'")])
+def test_up_refuses_a_web_priority_outside_0_to_19(tmp_path: Path, value: str, message: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
     result = subprocess.run([sys.executable, "manage.py", "up", "--port", str(_free_port())],
                             cwd=REPO, env={**env, "EVALSITE_DATA_DIR": str(tmp_path), "EVALSITE_WEB_NICE": value},
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
-    assert f"--web-nice (EVALSITE_WEB_NICE) must be 0-19, not {value}" in result.stderr
+    assert f"--web-nice (EVALSITE_WEB_NICE) {message}" in result.stderr
+    assert "Traceback" not in result.stderr
     assert not (tmp_path / "evalsite.sqlite3").exists()  # refused before anything was written
 
 

@@ -95,7 +95,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("EVALSITE_PORT", "8000")))
         parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes")
         parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
-        parser.add_argument("--web-nice", type=int, default=int(os.environ.get("EVALSITE_WEB_NICE", "5")),
+        parser.add_argument("--web-nice", type=int, default=None,
                             help="how many steps (0-19) below the queue's the web server's CPU priority is "
                                  "(default EVALSITE_WEB_NICE, 5): when both want the CPU, runs are evaluated "
                                  "first; 0 gives them equal weight")
@@ -117,6 +117,13 @@ class Command(BaseCommand):
                           help="seconds to let the children stop gracefully before killing them")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["web_nice"] is None:
+            given = os.environ.get("EVALSITE_WEB_NICE", "5")
+            try:
+                options["web_nice"] = int(given)
+            except ValueError:
+                raise CommandError("--web-nice (EVALSITE_WEB_NICE) must be a whole number 0-19, "
+                                   f"not {given!r}") from None
         if not 0 <= options["web_nice"] <= 19:
             raise CommandError(f"--web-nice (EVALSITE_WEB_NICE) must be 0-19, not {options['web_nice']}")
         if options["team"]:
