@@ -120,7 +120,7 @@ DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}",
         # Above zero: django-q2's ORM broker closes old connections on every enqueue/dequeue,
-        # and CONN_MAX_AGE=0 measured 7x slower (STACK.md).
+        # and CONN_MAX_AGE=0 measured 7x slower on this stack.
         conn_max_age=600,
         conn_health_checks=True,
     )
@@ -129,7 +129,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         # IMMEDIATE takes the write lock at BEGIN, so queue workers wait for it (timeout)
         # instead of failing the lock upgrade with "database is locked"; WAL lets pages read
-        # while a worker writes. Measured in STACK.md: 0 failures with 2-4 workers.
+        # while a worker writes. Measured: 0 lock failures with 2-4 workers.
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
@@ -155,7 +155,7 @@ Q_CLUSTER: dict[str, object] = {
     "workers": env_int("EVALSITE_WORKERS", 2),
     # A batch of cases must finish inside `timeout`; `retry` has to exceed
     # timeout x (queue_limit + 2) or a task still queued inside the cluster is handed out
-    # twice (STACK.md). Tasks are idempotent anyway, so a duplicate costs time, not data.
+    # twice (django-q2 re-queues on `retry`). Tasks are idempotent anyway, so a duplicate costs time, not data.
     "timeout": env_int("EVALSITE_TASK_TIMEOUT", 600),
     "retry": env_int("EVALSITE_TASK_RETRY", env_int("EVALSITE_TASK_TIMEOUT", 600) * 5),
     "queue_limit": 2,

@@ -536,7 +536,7 @@ class Client:
                      name: str = "", model: str = "", branch: str = "", git_commit: str = "",
                      tags: Sequence[str] = (), eval_ids: Sequence[str] | None = None,
                      input_overrides: Mapping[str, Any] | None = None, preset: int | None = None) -> Run:
-        """Start a run of `evalset` on the agent's outputs: a list of outputs (DESIGN.md's
+        """Start a run of `evalset` on the agent's outputs: a list of outputs (the README's
         outputs format), or a JSON / JSONL / ADK result file (path or bytes). `config` is an
         AgentFlow EvalConfig (default: the eval set's own). `baseline` (a run, its id, or
         "pinned") is what `wait` compares the finished run with."""

@@ -18,8 +18,10 @@ from evaluations.formats import SourceFile
 from evaluations.models import Membership, Project
 
 REPO = Path(__file__).resolve().parent.parent
-REALWORLD = REPO.parent / "shared" / "realworld"
 DATA = Path(__file__).resolve().parent / "data"
+# Real eval sets published by ADK, UiPath and DeepEval, kept in the repository with their
+# licences and provenance (tests/data/realworld/README.md).
+REALWORLD = DATA / "realworld"
 
 
 def source(path: Path, name: str | None = None) -> SourceFile:
@@ -71,7 +73,7 @@ def bob_client(bob) -> Client:  # type: ignore[no-untyped-def]
 
 
 CHROMIUM = "/usr/bin/chromium"
-# As STACK.md measured: without the background-networking flags Chromium keeps trying to
+# Measured here: without the background-networking flags Chromium keeps trying to
 # reach Google's hosts from this closed network.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]

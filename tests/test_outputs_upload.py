@@ -1,4 +1,4 @@
-"""Uploaded outputs: the DESIGN.md outputs format as JSON, {"results"} and JSONL, ADK's own
+"""Uploaded outputs: the outputs format (README, "Targets") as JSON, {"results"} and JSONL, ADK's own
 result files, and what is wrong with bad ones (file, case, path, line).
 
 tests/data/outputs/:

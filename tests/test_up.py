@@ -32,7 +32,11 @@ def _free_port() -> int:
 def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_path: Path) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
-    env.update({"EVALSITE_DATA_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"})
+    home = tmp_path / "home"
+    home.mkdir()
+    # A home of its own: `up` must write nothing outside the project, its data dir and the
+    # temp dir (gunicorn's control socket once landed in ~/.gunicorn/).
+    env.update({"EVALSITE_DATA_DIR": str(tmp_path / "data"), "PYTHONUNBUFFERED": "1", "HOME": str(home)})
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "up", "--port", str(port), "--demo"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -63,7 +67,7 @@ def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_
         request = urllib.request.Request(f"{base}/accounts/login/", data=body, headers={"Referer": f"{base}/accounts/login/"})
         page = opener.open(request).read().decode()
         assert "Demo travel agent" in page  # landed on the eval-set list, logged in
-        assert (tmp_path / "evalsite.sqlite3").exists()
+        assert (tmp_path / "data" / "evalsite.sqlite3").exists()
         # The cluster that `up` started executes the two demo runs.
         auth = "Basic " + base64.b64encode(f"admin:{password}".encode()).decode()
         deadline = time.monotonic() + 120
@@ -98,6 +102,7 @@ def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_
             proc.kill()
             rest, _ = proc.communicate()
     assert proc.returncode == 0, output + (rest or "")
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []
 
 
 def _thread_nices(pid: int) -> list[int]:

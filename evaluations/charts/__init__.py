@@ -28,7 +28,7 @@ PALETTE = {
     "purple": "#CC79A7",
     "grey": "#999999",
 }
-# The status vocabulary of UI.md, in chart colours (the same hues as the badges' CSS).
+# The status vocabulary of the pages, in chart colours (the same hues as the badges' CSS).
 STATUS_COLOURS = {
     "passed": PALETTE["green"],
     "failed": PALETTE["vermillion"],

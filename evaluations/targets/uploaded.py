@@ -2,7 +2,7 @@
 
 Accepted, one file or several (a zip is unpacked):
 
-- the outputs format of DESIGN.md, one object per case and iteration: a JSON list, a JSON
+- the outputs format (README, "Targets"), one object per case and iteration: a JSON list, a JSON
   object `{"results": [...]}`, or JSONL (one object per line; a `.json` file that holds
   JSON lines is read as JSONL too);
 - Google ADK's own result files (`*.evalset_result.json`, an `EvalSetResult`, snake_case

@@ -365,6 +365,10 @@ class Command(BaseCommand):
             "--timeout", "120",
             "--graceful-timeout", str(int(options["stop_timeout"])),
             "--access-logfile", "-",
+            # gunicorn 25+ opens a control socket under ~/.gunicorn/ by default; evalsite does not
+            # use it, and `up` writes nothing outside the project's folder, its data dir and the
+            # temp dir.
+            "--no-control-socket",
         ]
 
     def _wait_healthy(self, url: str, web: Child, timeout: float = 60) -> bool:
