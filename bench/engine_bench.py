@@ -78,10 +78,10 @@ def main() -> None:
     from django.db import connection
 
     from evaluations import runs
-    from evaluations.formats import SourceFile
+    from evaluations.evalsets.formats import SourceFile
+    from evaluations.evalsets.services import evalset_import, project_get_or_create_default
     from evaluations.models import Run, Score
     from evaluations.schemas.evalset import EvalConfig
-    from evaluations.services import evalset_import, project_get_or_create_default
     from evaluations.targets.uploaded import read_outputs
 
     call_command("migrate", verbosity=0)

@@ -120,8 +120,8 @@ def import_once(path: Path) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from evaluations.formats import files_from_paths
-    from evaluations.services import evalset_import, project_get_or_create_default
+    from evaluations.evalsets.formats import files_from_paths
+    from evaluations.evalsets.services import evalset_import, project_get_or_create_default
 
     call_command("migrate", verbosity=0)
     project = project_get_or_create_default()

@@ -62,9 +62,9 @@ def setup(cases: int) -> tuple[str, int, list[dict[str, Any]], list[dict[str, An
     from django.contrib.auth import get_user_model
 
     from evaluations.api.auth import token_create
-    from evaluations.formats import SourceFile
+    from evaluations.evalsets.formats import SourceFile
+    from evaluations.evalsets.services import evalset_import, project_get_or_create_default
     from evaluations.models import Membership
-    from evaluations.services import evalset_import, project_get_or_create_default
 
     project = project_get_or_create_default()
     user = get_user_model().objects.create_user(USERNAME, "load@example.com", PASSWORD)

@@ -47,10 +47,10 @@ def main() -> None:
     from django.test.utils import setup_test_environment
 
     from evaluations import runs
-    from evaluations.formats import SourceFile
+    from evaluations.evalsets.formats import SourceFile
+    from evaluations.evalsets.services import evalset_import, project_get_or_create_default
     from evaluations.models import CaseResult, Membership
     from evaluations.schemas.evalset import EvalConfig
-    from evaluations.services import evalset_import, project_get_or_create_default
     from evaluations.targets.uploaded import read_outputs
 
     setup_test_environment()  # lets the test client run against this database

@@ -18,7 +18,7 @@ from django.db import models
 from .models import AuditEvent, Project, Run
 
 if TYPE_CHECKING:
-    from .services import ImportOutcome
+    from evaluations.evalsets.services import ImportOutcome
 
 ACTIVITY_PAGE_SIZE = 50
 

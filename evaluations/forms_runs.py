@@ -17,8 +17,8 @@ from typing import Any
 from django import forms
 from pydantic import BaseModel, ValidationError
 
-from evaluations.formats import EvalSetImportError, SourceFile
-from evaluations.formats import check_size as check_upload_size
+from evaluations.evalsets.formats import EvalSetImportError, SourceFile
+from evaluations.evalsets.formats import check_size as check_upload_size
 from evaluations.models import EvalSetVersion, EvaluationConfig, Run
 from evaluations.schemas.evalset import EvalConfig
 from evaluations.schemas.outputs import MAX_ITERATIONS

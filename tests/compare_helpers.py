@@ -8,10 +8,10 @@ import json
 from typing import Any
 
 from evaluations import runs
-from evaluations.formats import SourceFile
+from evaluations.evalsets.formats import SourceFile
+from evaluations.evalsets.services import evalset_import
 from evaluations.models import EvalSetVersion, Project, Run
 from evaluations.schemas.outputs import AgentOutput
-from evaluations.services import evalset_import
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 
 __all__ = ["baseline_and_candidate", "generated_outputs", "generated_version", "import_demo", "make_run",

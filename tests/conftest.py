@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from evaluations.formats import SourceFile
+from evaluations.evalsets.formats import SourceFile
 from evaluations.models import Membership, Project
 
 REPO = Path(__file__).resolve().parent.parent

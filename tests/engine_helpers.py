@@ -6,9 +6,9 @@ import copy
 import json
 from typing import Any
 
-from evaluations.formats import SourceFile
+from evaluations.evalsets.formats import SourceFile
+from evaluations.evalsets.services import evalset_import
 from evaluations.models import EvalSetVersion, Project
-from evaluations.services import evalset_import
 from tests.conftest import REPO
 
 DEMO = REPO / "evaluations" / "demo" / "travel_agent.evalset.json"

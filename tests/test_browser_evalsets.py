@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from evaluations.formats import SourceFile
+from evaluations.evalsets.formats import SourceFile
+from evaluations.evalsets.services import evalset_import
 from evaluations.models import EvalSet, Membership, Project
-from evaluations.services import evalset_import
 from tests.conftest import DATA
 
 # playwright's sync API runs an event loop in this thread; Django would otherwise refuse the

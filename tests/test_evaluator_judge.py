@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from evaluations.evalsets.formats import files_from_paths
+from evaluations.evalsets.formats.uipath import reader as uipath_reader
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.evaluators.judge import (
     LLMJudgeEvaluator,
@@ -20,8 +22,6 @@ from evaluations.evaluators.judge import (
     UiPathLLMJudgeTrajectoryEvaluator,
     normalise,
 )
-from evaluations.formats import files_from_paths
-from evaluations.formats.uipath import reader as uipath_reader
 from evaluations.schemas.evalset import (
     ConversationScenario,
     CriterionConfig,

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from evaluations.evalsets.formats import files_from_paths
+from evaluations.evalsets.formats.uipath import reader as uipath_reader
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.evaluators.output import (
     ContainsEvaluator,
@@ -24,8 +26,6 @@ from evaluations.evaluators.output import (
     levenshtein,
     resolve_output_path,
 )
-from evaluations.formats import files_from_paths
-from evaluations.formats.uipath import reader as uipath_reader
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MessageContent
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from tests.conftest import REALWORLD

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from rouge_score import rouge_scorer
 
+from evaluations.evalsets.formats.adk import reader
+from evaluations.evalsets.formats.base import SourceFile
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.evaluators.rouge import (
     ResponseMatchEvaluator,
@@ -16,8 +18,6 @@ from evaluations.evaluators.rouge import (
     is_latin_script,
     rouge_1,
 )
-from evaluations.formats.adk import reader
-from evaluations.formats.base import SourceFile
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MessageContent
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from tests.conftest import REALWORLD

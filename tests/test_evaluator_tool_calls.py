@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from evaluations.evalsets.formats import files_from_paths
+from evaluations.evalsets.formats.uipath import reader
 from evaluations.evaluators.base import Evaluator, Level, ScoreResult
 from evaluations.evaluators.tool_calls import (
     NO_CRITERIA,
@@ -17,8 +19,6 @@ from evaluations.evaluators.tool_calls import (
     ToolCallOutputEvaluator,
     sanitize_tool_name,
 )
-from evaluations.formats import files_from_paths
-from evaluations.formats.uipath import reader
 from evaluations.schemas.evalset import CriterionConfig, EvalCase
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
 

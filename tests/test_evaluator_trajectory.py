@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from evaluations.evalsets.formats import SourceFile
+from evaluations.evalsets.formats.adk import reader
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.evaluators.trajectory import (
     NO_TURNS,
@@ -19,8 +21,6 @@ from evaluations.evaluators.trajectory import (
     TrajectoryMatchEvaluator,
     adk_tool_calls_match,
 )
-from evaluations.formats import SourceFile
-from evaluations.formats.adk import reader
 from evaluations.schemas.evalset import (
     CriterionConfig,
     EvalCase,

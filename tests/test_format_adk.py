@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from evaluations.formats import EvalSetImportError, SourceFile, files_from_paths, read_upload
-from evaluations.formats.adk import reader
-from evaluations.formats.base import ParsedEvalSet
-from evaluations.formats.native import reader as native_reader
+from evaluations.evalsets.formats import EvalSetImportError, SourceFile, files_from_paths, read_upload
+from evaluations.evalsets.formats.adk import reader
+from evaluations.evalsets.formats.base import ParsedEvalSet
+from evaluations.evalsets.formats.native import reader as native_reader
+from evaluations.evalsets.services import evalset_import
 from evaluations.models import EvalCase, EvalSetVersion, Project
 from evaluations.schemas.evalset import MatchType, ToolCall
-from evaluations.services import evalset_import
 from tests.conftest import DATA, REALWORLD
 
 FIXTURES = DATA / "adk"

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluations.formats import EvalSetImportError, SourceFile, read_upload
-from evaluations.formats.deepeval import derive_eval_ids, reader
-from evaluations.formats.plain import reader as plain_reader
+from evaluations.evalsets.formats import EvalSetImportError, SourceFile, read_upload
+from evaluations.evalsets.formats.deepeval import derive_eval_ids, reader
+from evaluations.evalsets.formats.plain import reader as plain_reader
+from evaluations.evalsets.services import evalset_import
 from evaluations.models import EvalCase as CaseRow
 from evaluations.models import Project
 from evaluations.schemas.evalset import EvalCase, ToolCall
-from evaluations.services import evalset_import
 from tests.conftest import DATA, source
 
 HERE = DATA / "deepeval"

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluations.formats import EvalSetImportError, SourceFile, read_upload
-from evaluations.formats.deepeval import reader as deepeval_reader
-from evaluations.formats.plain import reader
+from evaluations.evalsets.formats import EvalSetImportError, SourceFile, read_upload
+from evaluations.evalsets.formats.deepeval import reader as deepeval_reader
+from evaluations.evalsets.formats.plain import reader
+from evaluations.evalsets.services import evalset_import
 from evaluations.models import EvalCase as CaseRow
 from evaluations.models import Project
 from evaluations.schemas.evalset import ToolCall
-from evaluations.services import evalset_import
 from tests.conftest import DATA, source
 
 HERE = DATA / "plain"

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from evaluations.formats import EvalSetImportError, SourceFile, expand, files_from_paths
-from evaluations.formats.base import ParsedEvalSet
-from evaluations.formats.uipath import reader
+from evaluations.evalsets.formats import EvalSetImportError, SourceFile, expand, files_from_paths
+from evaluations.evalsets.formats.base import ParsedEvalSet
+from evaluations.evalsets.formats.uipath import reader
 from evaluations.schemas.evalset import ToolCall
 from tests.conftest import DATA, source
 
 FIXTURES = DATA / "uipath"
 ALL_READERS = all(
-    importlib.util.find_spec(f"evaluations.formats.{name}") for name in ("adk", "deepeval", "plain")
+    importlib.util.find_spec(f"evaluations.evalsets.formats.{name}") for name in ("adk", "deepeval", "plain")
 )
 needs_all_readers = pytest.mark.skipif(not ALL_READERS, reason="read_upload imports every reader module")
 
@@ -594,14 +594,14 @@ class TestProblems:
 @needs_all_readers
 class TestThroughTheImport:
     def test_read_upload_finds_the_uipath_eval_set_in_a_folder(self, weather: Path) -> None:
-        from evaluations.formats import read_upload
+        from evaluations.evalsets.formats import read_upload
 
         [parsed] = read_upload(files_from_paths([weather]))
         assert (parsed.format, parsed.variant, len(parsed.evalset.eval_cases)) == ("uipath", "uipath-current", 5)
         assert len(parsed.companions_used) == 5
 
     def test_evalset_import_stores_the_legacy_set_with_its_evaluators(self, acme: Any, calculator: Path) -> None:
-        from evaluations.services import evalset_import
+        from evaluations.evalsets.services import evalset_import
 
         [outcome] = evalset_import(project=acme, files=[zipped(calculator)])
         assert (outcome.format, outcome.variant, outcome.case_count) == ("uipath", "uipath-legacy", 3)

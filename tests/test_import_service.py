@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from evaluations.evalsets.formats import EvalSetImportError, SourceFile
+from evaluations.evalsets.services import evalset_import
 from evaluations.exports import version_native_text
-from evaluations.formats import EvalSetImportError, SourceFile
 from evaluations.models import EvalCase, EvalSet, EvalSetVersion, Project
 from evaluations.schemas.evalset import EvalSet as NativeEvalSet
-from evaluations.services import evalset_import
 from tests.conftest import REPO
 
 DEMO = REPO / "evaluations" / "demo" / "travel_agent.evalset.json"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from evaluations.formats.base import EvalSetImportError, SourceFile
+from evaluations.evalsets.formats.base import EvalSetImportError, SourceFile
 from evaluations.schemas.outputs import Usage
 from evaluations.targets.uploaded import read_outputs
 

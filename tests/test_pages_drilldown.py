@@ -110,8 +110,8 @@ def test_nested_arguments_are_opened_only_where_they_differ(acme: Project, alice
     args = flights["turns"][0]["tool_calls"][0]["args"]
     expected_args = json.loads(json.dumps(args))
     args["filters"] = {"cabin": "economy", "stops": {"max": 1, "via": ["MAD"]}}
-    from evaluations.formats import SourceFile
-    from evaluations.services import evalset_import
+    from evaluations.evalsets.formats import SourceFile
+    from evaluations.evalsets.services import evalset_import
 
     doc = json.loads((DATA.parent.parent / "evaluations" / "demo" / "travel_agent.evalset.json").read_text())
     case = next(c for c in doc["eval_cases"] if c["eval_id"] == "flight_search_lis")

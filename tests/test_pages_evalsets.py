@@ -14,9 +14,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from evaluations.formats import SourceFile
+from evaluations.evalsets.formats import SourceFile
+from evaluations.evalsets.services import ImportOutcome, evalset_import
 from evaluations.models import EvalCase, EvalSet, EvalSetSource, Membership, Project
-from evaluations.services import ImportOutcome, evalset_import
 from tests.conftest import DATA
 
 PAGES = DATA / "pages"

@@ -23,10 +23,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from evaluations import runs
-from evaluations.formats import SourceFile
+from evaluations.evalsets.formats import SourceFile
+from evaluations.evalsets.services import evalset_import
 from evaluations.models import CaseResult, EvaluationConfig, Membership, Project, Run, Score
 from evaluations.schemas.outputs import AgentOutput
-from evaluations.services import evalset_import
 from tests.conftest import DATA
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 

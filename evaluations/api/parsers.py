@@ -15,7 +15,7 @@ from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
 from evaluations.api.errors import ApiError, problem
-from evaluations.formats import max_upload_bytes
+from evaluations.evalsets.formats import max_upload_bytes
 
 
 def _too_large(size: int | None, limit: int) -> ApiError:

@@ -53,7 +53,7 @@ from evaluations.api.serializers import (
     RunSummarySerializer,
 )
 from evaluations.audit import record_run
-from evaluations.formats import EvalSetImportError, SourceFile, check_size
+from evaluations.evalsets.formats import EvalSetImportError, SourceFile, check_size
 from evaluations.models import (
     AuditEvent,
     CaseResult,

@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import comparison, selectors
+from evaluations import comparison
 from evaluations.api.common import BinaryRenderer, DownloadView, download_renderers, query, responses, streamed
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
 from evaluations.api.parsers import MultiPartParser
@@ -36,10 +36,11 @@ from evaluations.api.serializers import (
     TrendSerializer,
 )
 from evaluations.audit import record_uploads
+from evaluations.evalsets import selectors
+from evaluations.evalsets.formats import SourceFile, check_size
+from evaluations.evalsets.services import evalset_import
 from evaluations.exports import version_native_chunks
-from evaluations.formats import SourceFile, check_size
 from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project, Run
-from evaluations.services import evalset_import
 
 
 def _project_for_upload(request: Request, slug: str | None) -> Project:

@@ -37,9 +37,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evaluations.formats import expand
-from evaluations.formats.adk import _MISSING, _Converter, _take
-from evaluations.formats.base import (
+from evaluations.evalsets.formats import expand
+from evaluations.evalsets.formats.adk import _MISSING, _Converter, _take
+from evaluations.evalsets.formats.base import (
     MAX_REPORTED_PROBLEMS,
     EvalSetImportError,
     PathPart,

@@ -38,6 +38,7 @@ from evaluations import comparison
 from evaluations.charts import to_html
 from evaluations.charts.trace import WaterfallSpan, waterfall
 from evaluations.diffing import ARGS_DIFFER, MATCHED, MISSING, UNEXPECTED, AlignmentRow, ArgRules, align, child_path
+from evaluations.evalsets.selectors import pretty_json
 from evaluations.evaluators.base import aligned_turns, text_of
 from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOptions
 from evaluations.models import CaseResult, Run, Score, Span, Trace
@@ -45,7 +46,6 @@ from evaluations.runs import native_case
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.evalset import EvalConfig, Invocation, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
-from evaluations.selectors import pretty_json
 from evaluations.views.common import enter_project
 from evaluations.views.compare import CASES_PER_PAGE, FILTERS, Walk, parse_id, run_label, runs_visible_to
 from evaluations.views.triage import panel_context

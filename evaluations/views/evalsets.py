@@ -19,14 +19,14 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluations import selectors
 from evaluations.audit import object_history, record_uploads
+from evaluations.evalsets import selectors
+from evaluations.evalsets.formats import EvalSetImportError, SourceFile
+from evaluations.evalsets.formats import check_size as check_upload_size
+from evaluations.evalsets.forms import UploadForm
+from evaluations.evalsets.services import evalset_import
 from evaluations.exports import version_native_chunks
-from evaluations.formats import EvalSetImportError, SourceFile
-from evaluations.formats import check_size as check_upload_size
-from evaluations.forms import UploadForm
 from evaluations.models import EvalSetSource, Project
-from evaluations.services import evalset_import
 from evaluations.views.common import SESSION_PROJECT_KEY, can_upload, current_project, enter_project
 
 # What each EvalSetImportError code means, for the person who uploaded the file.

@@ -17,9 +17,9 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count
 
 from evaluations.api.auth import token_create
-from evaluations.formats import SourceFile
+from evaluations.evalsets.formats import SourceFile
+from evaluations.evalsets.services import evalset_import
 from evaluations.models import CaseResult, EvalSetVersion, Membership, Project, Run, Score
-from evaluations.services import evalset_import
 
 # The engine benchmark's six deterministic evaluators.
 CRITERIA: dict[str, dict[str, Any]] = {

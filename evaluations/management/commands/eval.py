@@ -50,11 +50,11 @@ from evaluations.client import (
     progress_line,
     run_eval,
 )
-from evaluations.formats import EvalSetImportError, files_from_paths
+from evaluations.evalsets.formats import EvalSetImportError, files_from_paths
+from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG, evalset_import
 from evaluations.models import AuditEvent, CaseResult, Project, Run, Score
 from evaluations.models import EvalSet as EvalSetModel
 from evaluations.schemas.evalset import EvalConfig
-from evaluations.services import DEFAULT_PROJECT_SLUG, evalset_import
 
 LOCAL_LINK_NOTE = "paths on the site that serves this database (e.g. `python manage.py up`)"
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from evaluations.formats import EvalSetImportError, files_from_paths, reader_names
+from evaluations.evalsets.formats import EvalSetImportError, files_from_paths, reader_names
+from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG, evalset_import
 from evaluations.models import Project
-from evaluations.services import DEFAULT_PROJECT_SLUG, evalset_import
 
 
 class Command(BaseCommand):

@@ -33,8 +33,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from evaluations.evalsets.services import project_get_or_create_default
 from evaluations.models import Membership
-from evaluations.services import project_get_or_create_default
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 TEAM_STATIC_STORAGE = "whitenoise.storage.CompressedManifestStaticFilesStorage"
@@ -336,9 +336,9 @@ class Command(BaseCommand):
         """The demo eval set, and two runs of the demo agent on it for the queue to execute:
         a baseline and a candidate with injected faults, so there is a real comparison."""
         from evaluations import runs
-        from evaluations.formats import files_from_paths
+        from evaluations.evalsets.formats import files_from_paths
+        from evaluations.evalsets.services import evalset_import
         from evaluations.models import Run
-        from evaluations.services import evalset_import
 
         files = files_from_paths([DEMO_DIR / "travel_agent.evalset.json"])
         [outcome] = evalset_import(project=project, files=files)

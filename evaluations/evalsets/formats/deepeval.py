@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evaluations.formats.base import (
+from evaluations.evalsets.formats.base import (
     CaseSink,
     EvalSetImportError,
     ParsedEvalSet,

@@ -61,7 +61,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evaluations.formats.base import (
+from evaluations.evalsets.formats.base import (
     CaseSink,
     ParsedEvalSet,
     PathPart,

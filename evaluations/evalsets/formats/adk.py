@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evaluations.formats.base import (
+from evaluations.evalsets.formats.base import (
     MAX_REPORTED_PROBLEMS,
     CaseSink,
     ParsedEvalSet,

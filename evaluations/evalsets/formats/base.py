@@ -3,7 +3,7 @@ protocol, and helpers to turn pydantic errors into located problems.
 
 A reader is a module in this package exposing one object with `name`, `label`, `sniff()`,
 `is_companion()` and `parse()` (see `FormatReader`). Readers never touch the database; the
-import service (`evaluations.services.evalset_import`) does, in one transaction.
+import service (`evaluations.evalsets.services.evalset_import`) does, in one transaction.
 """
 
 from __future__ import annotations

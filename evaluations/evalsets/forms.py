@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
-from evaluations.formats import readers
+from evaluations.evalsets.formats import readers
 
 
 class MultipleFileInput(forms.ClearableFileInput):

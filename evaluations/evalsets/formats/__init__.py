@@ -17,7 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from evaluations.formats.base import (
+from evaluations.evalsets.formats.base import (
     CaseSink,
     EvalSetImportError,
     FormatReader,
@@ -29,11 +29,11 @@ from evaluations.formats.base import (
 # Detection order matters only where two readers could both accept a file: the more
 # specific format goes first.
 READER_MODULES = [
-    "evaluations.formats.native",
-    "evaluations.formats.adk",
-    "evaluations.formats.uipath",
-    "evaluations.formats.deepeval",
-    "evaluations.formats.plain",
+    "evaluations.evalsets.formats.native",
+    "evaluations.evalsets.formats.adk",
+    "evaluations.evalsets.formats.uipath",
+    "evaluations.evalsets.formats.deepeval",
+    "evaluations.evalsets.formats.plain",
 ]
 
 DATA_SUFFIXES = {"json", "jsonl", "csv"}

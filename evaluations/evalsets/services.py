@@ -15,8 +15,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evaluations.formats import ParsedEvalSet, SourceFile, read_upload
-from evaluations.formats.base import CaseSink, gc_paused
+from evaluations.evalsets.formats import ParsedEvalSet, SourceFile, read_upload
+from evaluations.evalsets.formats.base import CaseSink, gc_paused
 from evaluations.models import EvalCase, EvalSet, EvalSetSource, EvalSetVersion, JSONText, Project
 from evaluations.schemas.evalset import EvalCase as NativeCase
 

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from evaluations.formats.base import (
+from evaluations.evalsets.formats.base import (
     CaseSink,
     EvalSetImportError,
     ParsedEvalSet,
@@ -36,7 +36,7 @@ from evaluations.formats.base import (
     schema_error,
     stem,
 )
-from evaluations.formats.deepeval import MARKER_KEYS, derive_eval_ids, parse_tool_list
+from evaluations.evalsets.formats.deepeval import MARKER_KEYS, derive_eval_ids, parse_tool_list
 from evaluations.schemas.evalset import EvalCase, EvalSet, Invocation, MessageContent, ToolCall
 
 ID_KEYS = ("eval_id", "id")
