@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evaluations.diffing import ArgRules
+from evaluations.evaluators.diffing import ArgRules
 from evaluations.evaluators.trajectory import (
     AdkToolTrajectoryEvaluator,
     TrajectoryMatchEvaluator,

@@ -27,7 +27,7 @@ from enum import Enum
 from typing import Any, Literal
 
 from evaluations.evaluators.base import text_of
-from evaluations.llm import ChatClient
+from evaluations.evaluators.llm import ChatClient
 from evaluations.schemas.evalset import ConversationScenario, EvalCase, UserSimulatorConfig
 
 STOP_SIGNAL = "</finished>"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from evaluations.llm import ChatClient
+from evaluations.evaluators.llm import ChatClient
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Tool-call alignment and argument diffs (evaluations.diffing): no database."""
+"""Tool-call alignment and argument diffs (evaluations.evaluators.diffing): no database."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from evaluations.diffing import ArgDiff, ArgRule, ArgRules, align, child_path, diff_args
+from evaluations.evaluators.diffing import ArgDiff, ArgRule, ArgRules, align, child_path, diff_args
 from evaluations.schemas.evalset import MatchType, ToolCall
 from evaluations.schemas.outputs import OutputToolCall
 

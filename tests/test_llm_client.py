@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel
 
-from evaluations.llm import ChatClient, LLMError, extract_json, parse_json_reply
+from evaluations.evaluators.llm import ChatClient, LLMError, extract_json, parse_json_reply
 from tests.llm_server import FakeLLM, hang, reply, reply_json, status
 
 

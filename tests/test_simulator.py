@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evaluations.llm import LLMError
+from evaluations.evaluators.llm import LLMError
 from evaluations.schemas.evalset import ConversationScenario, UserSimulatorConfig
 from evaluations.simulator import Message, Status, UserSimulator, render_instructions, simulate_user
 from tests.llm_server import FakeLLM, hang, reply

@@ -425,8 +425,8 @@ def _output(result: CaseResult) -> AgentOutput | None:
 
 
 def _turns(run: Run, result: CaseResult, output: AgentOutput | None) -> list[dict[str, Any]]:
-    from evaluations.diffing import align
     from evaluations.evaluators.base import aligned_turns, text_of
+    from evaluations.evaluators.diffing import align
     from evaluations.runs import native_case
     from evaluations.views.drilldown import trajectory_settings
 

@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evaluations.evaluators.base import Evaluator, Level, ScoreResult, Threshold, aligned_turns, register, text_of
+from evaluations.evaluators.llm import ChatClient, LLMError
 from evaluations.evaluators.output import (
     NOT_SCORED,
     UiPathOptions,
@@ -62,7 +63,6 @@ from evaluations.evaluators.output import (
     uipath_criteria,
     uipath_target,
 )
-from evaluations.llm import ChatClient, LLMError
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Rubric
 from evaluations.schemas.outputs import AgentOutput
 from evaluations.schemas.results import AccuracyEvaluationResult, EvaluationScore

@@ -1,7 +1,7 @@
 """Trajectory evaluators: did the agent call the expected tools, with the expected arguments?
 
 - `trajectory_match`, the native one: partial credit per turn from the alignment of
-  `evaluations.diffing`, argument rules, and the alignment in the justification for the
+  `evaluations.evaluators.diffing`, argument rules, and the alignment in the justification for the
   review pages.
 - `tool_trajectory_avg_score`, Google ADK's `TrajectoryEvaluator`, number for number: each
   invocation scores 1.0 when its tool calls match under the match type (EXACT by default;
@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evaluations.diffing import Alignment, ArgRule, ArgRules, align, call_dict
 from evaluations.evaluators.base import Evaluator, Level, ScoreResult, Threshold, aligned_turns, register
+from evaluations.evaluators.diffing import Alignment, ArgRule, ArgRules, align, call_dict
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 

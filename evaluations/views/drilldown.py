@@ -4,7 +4,7 @@
 `/runs/<run_pk>/cases/<result_pk>/[?baseline=<id>&status=<filter>&q=<search>]`
 
 - Responses: expected and actual final response with a word-level diff (`word_diff`).
-- Tool calls: `evaluations.diffing.align` under the run's own trajectory settings, drawn
+- Tool calls: `evaluations.evaluators.diffing.align` under the run's own trajectory settings, drawn
   like a side-by-side code review (`diff_rows`): a missing call leaves a gap on the right,
   an unexpected one a gap on the left, and arguments that differ are expanded path by path
   (`arg_lines`), nested JSON only where it differs.
@@ -37,9 +37,18 @@ from pydantic import ValidationError
 from evaluations import comparison
 from evaluations.charts import to_html
 from evaluations.charts.trace import WaterfallSpan, waterfall
-from evaluations.diffing import ARGS_DIFFER, MATCHED, MISSING, UNEXPECTED, AlignmentRow, ArgRules, align, child_path
 from evaluations.evalsets.selectors import pretty_json
 from evaluations.evaluators.base import aligned_turns, text_of
+from evaluations.evaluators.diffing import (
+    ARGS_DIFFER,
+    MATCHED,
+    MISSING,
+    UNEXPECTED,
+    AlignmentRow,
+    ArgRules,
+    align,
+    child_path,
+)
 from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOptions
 from evaluations.models import CaseResult, Run, Score, Span, Trace
 from evaluations.runs import native_case
