@@ -77,12 +77,12 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from evaluations import runs
     from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
     from evaluations.models import Run, Score
+    from evaluations.runs import services as runs
+    from evaluations.runs.targets.uploaded import read_outputs
     from evaluations.schemas.evalset import EvalConfig
-    from evaluations.targets.uploaded import read_outputs
 
     call_command("migrate", verbosity=0)
     evalset, raw_outputs = generate(args.cases)

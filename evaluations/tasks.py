@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from evaluations import runs
+from evaluations.runs import services as runs
 
 
 def run_batch(run_id: int, first_pk: int, last_pk: int) -> dict[str, int | str]:

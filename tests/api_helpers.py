@@ -9,8 +9,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from evaluations import runs
 from evaluations.models import Membership, Project, Run
+from evaluations.runs import services as runs
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs

@@ -7,10 +7,10 @@ import copy
 import json
 from typing import Any
 
-from evaluations import runs
 from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
 from evaluations.models import EvalSetVersion, Project, Run
+from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 

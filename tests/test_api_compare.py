@@ -184,7 +184,7 @@ def test_a_stored_comparison_costs_the_same_queries_at_any_size(alice_client: Cl
 
 @pytest.mark.django_db
 def test_a_running_candidate_is_compared_live(alice_client: Client, acme: Project) -> None:
-    from evaluations import runs
+    from evaluations.runs import services as runs
     from evaluations.schemas.outputs import AgentOutput
 
     version = import_demo(acme)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from evaluations import selectors_runs
 from evaluations.models import CaseResult, Project, Score
+from evaluations.runs import selectors as selectors_runs
 from tests.api_helpers import assert_error, demo_runs, finished_run, with_nodes
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 
@@ -48,7 +48,7 @@ def test_the_summary_has_the_run_pages_numbers(alice_client: Client, run: Any) -
 
 @pytest.mark.django_db
 def test_an_unfinished_runs_summary_is_the_figures_so_far(alice_client: Client, acme: Project) -> None:
-    from evaluations import runs
+    from evaluations.runs import services as runs
     from evaluations.schemas.outputs import AgentOutput
 
     version = import_demo(acme)

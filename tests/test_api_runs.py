@@ -9,8 +9,8 @@ import json
 import pytest
 from django.test import Client
 
-from evaluations import runs
 from evaluations.models import Membership, Project, Run
+from evaluations.runs import services as runs
 from evaluations.schemas.report import EvalReport
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 

@@ -14,9 +14,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from evaluations import runs
 from evaluations.audit import audit_record, object_history, project_activity
 from evaluations.models import AuditEvent, Membership, Project, Run
+from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.engine_helpers import DEMO, import_demo, perfect_outputs
 

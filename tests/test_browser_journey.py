@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from evaluations import runs
 from evaluations.models import EvalSet, Project, Run
+from evaluations.runs import services as runs
 from tests.conftest import REPO
 
 # playwright's sync API runs an event loop in this thread; Django would otherwise refuse the

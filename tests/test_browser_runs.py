@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from evaluations import runs
 from evaluations.models import Project, Run
+from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 

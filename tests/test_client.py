@@ -18,7 +18,6 @@ from xml.etree import ElementTree as ET
 import pytest
 from django.db import connection
 
-from evaluations import runs
 from evaluations.api.auth import token_create
 from evaluations.client import (
     Client,
@@ -32,6 +31,7 @@ from evaluations.client import (
 )
 from evaluations.models import Project
 from evaluations.models import Run as RunModel
+from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.conftest import REPO
 from tests.engine_helpers import DEMO, import_demo, perfect_outputs, regressed_outputs

@@ -8,8 +8,8 @@ import json
 import pytest
 from django.test import Client
 
-from evaluations import runs
 from evaluations.models import CaseResult, EvalCase, Project
+from evaluations.runs import services as runs
 from evaluations.schemas.text import REPLACEMENT, without_nul
 from tests.engine_helpers import import_demo, perfect_outputs
 

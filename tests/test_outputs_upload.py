@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from evaluations.evalsets.formats.base import EvalSetImportError, SourceFile
+from evaluations.runs.targets.uploaded import read_outputs
 from evaluations.schemas.outputs import Usage
-from evaluations.targets.uploaded import read_outputs
 
 DATA = Path(__file__).resolve().parent / "data"
 OUTPUTS = DATA / "outputs"

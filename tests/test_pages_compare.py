@@ -16,8 +16,8 @@ from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
-from evaluations import runs
 from evaluations.models import Comparison, Membership, Project, Run
+from evaluations.runs import services as runs
 from tests.compare_helpers import (
     baseline_and_candidate,
     generated_outputs,

@@ -22,10 +22,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluations import runs
 from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
 from evaluations.models import CaseResult, EvaluationConfig, Membership, Project, Run, Score
+from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.conftest import DATA
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs

@@ -15,8 +15,8 @@ import psutil
 import pytest
 from django.db import connection
 
-from evaluations import runs
 from evaluations.models import CaseResult, Project, Run, Score
+from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.conftest import REPO
 from tests.engine_helpers import import_demo, perfect_outputs

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from evaluations import runs
 from evaluations.evaluators import Evaluator, ScoreResult, register
 from evaluations.models import CaseResult, Project, Run, Score, ToolUsage
+from evaluations.runs import services as runs
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs

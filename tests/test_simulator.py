@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from evaluations.evaluators.llm import LLMError
+from evaluations.runs.simulator import Message, Status, UserSimulator, render_instructions, simulate_user
 from evaluations.schemas.evalset import ConversationScenario, UserSimulatorConfig
-from evaluations.simulator import Message, Status, UserSimulator, render_instructions, simulate_user
 from tests.llm_server import FakeLLM, hang, reply
 
 SCENARIO = ConversationScenario(
@@ -111,9 +111,9 @@ def test_a_failing_llm_raises_an_llm_error_for_the_caller(llm: FakeLLM) -> None:
 
 
 def test_simulate_user_drives_a_scenario_case_through_the_targets_turn_loop(llm: FakeLLM) -> None:
+    from evaluations.runs.targets.contract import TurnReply
+    from evaluations.runs.targets.http import TurnResult, drive_case
     from evaluations.schemas.evalset import EvalCase
-    from evaluations.targets.contract import TurnReply
-    from evaluations.targets.http import TurnResult, drive_case
 
     llm.script(reply("Move BA117 to Friday."), reply("Thanks! </finished>"))
     agent_saw: list[Any] = []

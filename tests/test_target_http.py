@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from evaluations.runs.targets.http import NOT_RUNNABLE, HttpTarget, HttpTargetSpec, ResponseMapping, extract
 from evaluations.schemas.evalset import ConversationScenario, EvalCase, EvalSet, Invocation, MessageContent
 from evaluations.schemas.outputs import Usage
-from evaluations.targets.http import NOT_RUNNABLE, HttpTarget, HttpTargetSpec, ResponseMapping, extract
 
 DEMO = Path(__file__).resolve().parent.parent / "evaluations" / "demo" / "travel_agent.evalset.json"
 EVALSET = EvalSet.model_validate_json(DEMO.read_text())

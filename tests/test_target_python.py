@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from evaluations.runs.targets.contract import Message
+from evaluations.runs.targets.http import NOT_RUNNABLE
+from evaluations.runs.targets.python import PythonTarget, PythonTargetSpec
 from evaluations.schemas.evalset import ConversationScenario, EvalCase, EvalSet, Invocation, MessageContent
-from evaluations.targets.contract import Message
-from evaluations.targets.http import NOT_RUNNABLE
-from evaluations.targets.python import PythonTarget, PythonTargetSpec
 
 HERE = "tests.test_target_python"
 DEMO = Path(__file__).resolve().parent.parent / "evaluations" / "demo" / "travel_agent.evalset.json"

@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from evaluations import runs
 from evaluations.models import CaseResult, Project, Run
+from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.engine_helpers import import_demo, perfect_outputs
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from evaluations.runs.traces import TraceError, apply_trace, group_by_thread, parse_otlp, span_forest, summarize
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput, Usage
-from evaluations.traces import TraceError, apply_trace, group_by_thread, parse_otlp, span_forest, summarize
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 

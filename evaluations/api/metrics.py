@@ -24,7 +24,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import exports
 from evaluations.api.common import PAGE_PARAMETERS, paged, query, responses
 from evaluations.api.errors import READ_ERRORS
 from evaluations.api.pagination import Pagination
@@ -38,6 +37,7 @@ from evaluations.api.serializers import (
     WideTableSerializer,
 )
 from evaluations.models import Run, Score
+from evaluations.runs import exports
 
 # What a metric record reads of a score, its result and its case (never the stored output).
 RECORD_FIELDS = ("pk", "run_id", "criterion", "score", "applies_to", "turn_index", "node_name", "threshold", "error",

@@ -24,8 +24,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import exports, runs
-from evaluations import selectors_runs as selectors
 from evaluations.api.common import (
     CsvRenderer,
     DownloadView,
@@ -67,6 +65,8 @@ from evaluations.models import (
     ToolUsage,
     Trace,
 )
+from evaluations.runs import exports, selectors
+from evaluations.runs import services as runs
 from evaluations.schemas.evalset import EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 
@@ -234,7 +234,7 @@ def _decode_form_json(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _outputs(inline: list[dict[str, Any]] | None, upload: Any) -> list[AgentOutput]:
-    from evaluations.targets.uploaded import read_outputs
+    from evaluations.runs.targets.uploaded import read_outputs
 
     if upload is not None:
         check_size(upload.name, upload.size)
@@ -417,7 +417,7 @@ def _output(result: CaseResult) -> AgentOutput | None:
     except PydanticValidationError:
         return None
     if output.trace:
-        from evaluations.traces import apply_trace
+        from evaluations.runs.traces import apply_trace
 
         with contextlib.suppress(Exception):  # a broken trace was reported when the run scored it
             output = apply_trace(output)
@@ -427,7 +427,7 @@ def _output(result: CaseResult) -> AgentOutput | None:
 def _turns(run: Run, result: CaseResult, output: AgentOutput | None) -> list[dict[str, Any]]:
     from evaluations.evaluators.base import aligned_turns, text_of
     from evaluations.evaluators.diffing import align
-    from evaluations.runs import native_case
+    from evaluations.runs.services import native_case
     from evaluations.views.drilldown import trajectory_settings
 
     case = native_case(result.case)

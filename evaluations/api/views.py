@@ -39,8 +39,8 @@ from evaluations.audit import record_uploads
 from evaluations.evalsets import selectors
 from evaluations.evalsets.formats import SourceFile, check_size
 from evaluations.evalsets.services import evalset_import
-from evaluations.exports import version_native_chunks
 from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project, Run
+from evaluations.runs.exports import version_native_chunks
 
 
 def _project_for_upload(request: Request, slug: str | None) -> Project:

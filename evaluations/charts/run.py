@@ -1,7 +1,7 @@
 """The charts of one run: score distribution per criterion, latency histogram, pass rate by
 tag; and the tiny pass-rate sparkline of the home page.
 
-Inputs are what `evaluations.selectors_runs` computes in the database (bin counts, never one
+Inputs are what `evaluations.runs.selectors` computes in the database (bin counts, never one
 row per case), so a 10,000-case run draws as fast as a 10-case one.
 """
 

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from evaluations.charts import PALETTE, axis, base_layout, fmt_seconds, safe
 
-# Span kinds as `evaluations.traces` categorises them (AGENT and CHAIN are agent nodes).
+# Span kinds as `evaluations.runs.traces` categorises them (AGENT and CHAIN are agent nodes).
 KIND_STYLES: dict[str, tuple[str, str]] = {  # kind -> (legend label, colour)
     "node": ("agent node", PALETTE["blue"]),
     "llm": ("LLM call", PALETTE["purple"]),

@@ -1,6 +1,6 @@
 """The demo travel agent: deterministic, offline, and good enough to pass its own eval set.
 
-It answers one turn of the turn contract (`evaluations.targets.contract`): `respond()` takes
+It answers one turn of the turn contract (`evaluations.runs.targets.contract`): `respond()` takes
 a `TurnRequest` as a dict and returns a `TurnReply` dict. It is reachable as the Python
 callable `evaluations.demo.agent:respond` and over HTTP at `/demo/agent/`
 (`evaluations.views.demo`). Its tools read fixed tables: get_weather, get_forecast,
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evaluations.targets.contract import TurnRequest
+from evaluations.runs.targets.contract import TurnRequest
 
 # --- The tables the tools read ----------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from evaluations.api.auth import user_from_request_token
 from evaluations.demo.agent import parse_faults, respond
-from evaluations.targets.contract import TurnRequest
+from evaluations.runs.targets.contract import TurnRequest
 
 
 def _faults_from_query(request: HttpRequest) -> dict[str, Any] | None:

@@ -51,7 +51,7 @@ from evaluations.evaluators.diffing import (
 )
 from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOptions
 from evaluations.models import CaseResult, Run, Score, Span, Trace
-from evaluations.runs import native_case
+from evaluations.runs.services import native_case
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.evalset import EvalConfig, Invocation, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
@@ -376,7 +376,7 @@ def _output(result: CaseResult) -> tuple[AgentOutput | None, str | None]:
     except ValidationError as exc:
         return None, f"the stored output cannot be read: {exc}"
     if output.trace:
-        from evaluations.traces import apply_trace
+        from evaluations.runs.traces import apply_trace
 
         with contextlib.suppress(Exception):  # a broken trace was reported when the run scored it
             output = apply_trace(output)

@@ -25,8 +25,8 @@ from evaluations.evalsets.formats import EvalSetImportError, SourceFile
 from evaluations.evalsets.formats import check_size as check_upload_size
 from evaluations.evalsets.forms import UploadForm
 from evaluations.evalsets.services import evalset_import
-from evaluations.exports import version_native_chunks
 from evaluations.models import EvalSetSource, Project
+from evaluations.runs.exports import version_native_chunks
 from evaluations.views.common import SESSION_PROJECT_KEY, can_upload, current_project, enter_project
 
 # What each EvalSetImportError code means, for the person who uploaded the file.

@@ -17,13 +17,13 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluations import runs
-from evaluations import selectors_runs as selectors
 from evaluations.audit import object_history, record_run
 from evaluations.charts import to_html
 from evaluations.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
-from evaluations.forms_runs import NewRunForm, config_text
 from evaluations.models import AuditEvent, Membership, Run
+from evaluations.runs import selectors
+from evaluations.runs import services as runs
+from evaluations.runs.forms import NewRunForm, config_text
 from evaluations.views.common import current_project, enter_project
 from evaluations.views.evalsets import IMPORT_ERROR_TITLES
 

@@ -33,7 +33,6 @@ from django.http import Http404
 from django.urls import reverse
 from pydantic import ValidationError
 
-from evaluations import exports, runs
 from evaluations.api.compare import CompareError, comparison_payload, resolve_baseline
 from evaluations.api.serializers import CaseResultSerializer, RunSerializer
 from evaluations.audit import record_run
@@ -54,6 +53,8 @@ from evaluations.evalsets.formats import EvalSetImportError, files_from_paths
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG, evalset_import
 from evaluations.models import AuditEvent, CaseResult, Project, Run, Score
 from evaluations.models import EvalSet as EvalSetModel
+from evaluations.runs import exports
+from evaluations.runs import services as runs
 from evaluations.schemas.evalset import EvalConfig
 
 LOCAL_LINK_NOTE = "paths on the site that serves this database (e.g. `python manage.py up`)"
@@ -101,7 +102,7 @@ class Command(BaseCommand):
                   "name": options["name"], "enqueue": False, "iterations": options["iterations"],
                   "warmups": options["warmups"]}
         if options["outputs"]:
-            from evaluations.targets.uploaded import read_outputs
+            from evaluations.runs.targets.uploaded import read_outputs
 
             outputs = read_outputs(files_from_paths([options["outputs"]]))
             run = runs.run_create(target_kind=Run.TargetKind.UPLOADED, outputs=outputs, **common)

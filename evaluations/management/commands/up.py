@@ -10,7 +10,7 @@ and the Redis of REDIS_URL (or `--broker orm`: the queue in PostgreSQL): migrati
 collectstatic once, then gunicorn serving the compressed, hashed static files through
 whitenoise, and `--clusters` separate `qcluster` processes, as a team runs them on several
 machines. It supervises them: a cluster that dies is restarted, and a watchdog resumes
-runs whose work stopped (see `evaluations.runs.resume_stalled_runs`).
+runs whose work stopped (see `evaluations.runs.services.resume_stalled_runs`).
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ class Command(BaseCommand):
         down makes every start fail), and look for stalled runs now and then."""
         from django.db import close_old_connections, connection
 
-        from evaluations.runs import resume_stalled_runs
+        from evaluations.runs.services import resume_stalled_runs
 
         lease = settings.EVALSITE_LEASE_SECONDS
         every = options["watchdog_seconds"]
@@ -335,10 +335,10 @@ class Command(BaseCommand):
     def _load_demo(self, project: Any) -> None:
         """The demo eval set, and two runs of the demo agent on it for the queue to execute:
         a baseline and a candidate with injected faults, so there is a real comparison."""
-        from evaluations import runs
         from evaluations.evalsets.formats import files_from_paths
         from evaluations.evalsets.services import evalset_import
         from evaluations.models import Run
+        from evaluations.runs import services as runs
 
         files = files_from_paths([DEMO_DIR / "travel_agent.evalset.json"])
         [outcome] = evalset_import(project=project, files=files)

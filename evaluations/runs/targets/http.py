@@ -1,7 +1,7 @@
 """The HTTP target: evalsite calls the agent's endpoint, turn by turn.
 
 For every scripted turn of a case, the target POSTs a `TurnRequest` as JSON (see
-`evaluations.targets.contract`) with the conversation so far in `history`, and reads a
+`evaluations.runs.targets.contract`) with the conversation so far in `history`, and reads a
 `TurnReply` back. Each case runs its turns in order; cases run side by side, at most
 `concurrency` at a time. Per turn it records the latency of the answering request
 (perf_counter) and the usage the agent reports.
@@ -45,9 +45,9 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evaluations.runs.targets.contract import Message, TurnReply, TurnRequest
 from evaluations.schemas.evalset import EvalCase
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
-from evaluations.targets.contract import Message, TurnReply, TurnRequest
 
 NOT_RUNNABLE = "not runnable: needs a user simulator"
 

@@ -20,11 +20,11 @@ from pydantic import BaseModel, ValidationError
 from evaluations.evalsets.formats import EvalSetImportError, SourceFile
 from evaluations.evalsets.formats import check_size as check_upload_size
 from evaluations.models import EvalSetVersion, EvaluationConfig, Run
+from evaluations.runs.selectors import DEMO_CALLABLE
+from evaluations.runs.targets.http import HttpTargetSpec
+from evaluations.runs.targets.python import PythonTargetSpec
 from evaluations.schemas.evalset import EvalConfig
 from evaluations.schemas.outputs import MAX_ITERATIONS
-from evaluations.selectors_runs import DEMO_CALLABLE
-from evaluations.targets.http import HttpTargetSpec
-from evaluations.targets.python import PythonTargetSpec
 
 DEMO_FAULTS = [
     ("wrong_tool", "wrong tool"),
@@ -211,7 +211,7 @@ class NewRunForm(forms.Form):
             return {}
 
     def _outputs(self, upload: Any) -> Any:
-        from evaluations.targets.uploaded import read_outputs
+        from evaluations.runs.targets.uploaded import read_outputs
 
         if upload is None:
             self.add_error("outputs_file", "Choose the outputs file.")

@@ -17,7 +17,7 @@ Accepted, one file or several (a zip is unpacked):
   paired it with; ADK's own id stays in the turn's metadata.
 
 An output with a `trace` (OTLP JSON) has the trace checked on ingest and applied
-(`evaluations.traces.apply_trace`), so tool calls and usage that only the trace holds are
+(`evaluations.runs.traces.apply_trace`), so tool calls and usage that only the trace holds are
 there for the evaluators.
 
 Bad input raises `EvalSetImportError` listing every problem found (capped, with the total)
@@ -48,9 +48,9 @@ from evaluations.evalsets.formats.base import (
     format_path,
     locate,
 )
+from evaluations.runs.traces import TraceError, apply_trace, parse_otlp
 from evaluations.schemas.evalset import MessageContent
 from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput, OutputToolCall, TurnOutput, Usage
-from evaluations.traces import TraceError, apply_trace, parse_otlp
 
 Path = tuple[PathPart, ...]
 

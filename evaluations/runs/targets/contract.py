@@ -3,7 +3,7 @@
 For every scripted turn of a case, evalsite sends a `TurnRequest` (as the JSON body of a POST
 for an HTTP agent, as a dict argument for a Python callable) and expects a `TurnReply` back
 (an HTTP agent whose replies have another shape can be mapped with JSONPath-like paths, see
-`evaluations.targets.http`). Multi-turn cases are driven turn by turn with the conversation
+`evaluations.runs.targets.http`). Multi-turn cases are driven turn by turn with the conversation
 so far, so a stateless agent can answer follow-ups.
 """
 

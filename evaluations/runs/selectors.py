@@ -836,8 +836,8 @@ class NewRunChoices:
 def new_run_choices(*, project: Project) -> NewRunChoices:
     """Every eval-set version of the project (latest first within its eval set) and the
     project's saved configs: two queries."""
-    from evaluations.forms_runs import config_text
-    from evaluations.runs import DEFAULT_CONFIG, config_for
+    from evaluations.runs.forms import config_text
+    from evaluations.runs.services import DEFAULT_CONFIG, config_for
 
     versions = list(EvalSetVersion.objects.filter(evalset__project=project).select_related("evalset")
                     .defer("evaluator_config", "warnings", "metadata", "description")

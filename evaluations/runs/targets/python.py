@@ -3,7 +3,7 @@
 The callable gets each turn's `TurnRequest` as a dict and returns a `TurnReply`-shaped dict,
 a plain string (the final response), or a pydantic model of either; a coroutine function
 works too. Cases run one after another (so that neither the clock nor tracemalloc measures
-two cases at once), turn by turn through the shared driver (`evaluations.targets.http`).
+two cases at once), turn by turn through the shared driver (`evaluations.runs.targets.http`).
 
 Measurement follows Upsonic's `PerformanceRunResult`:
 
@@ -33,9 +33,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluations.runs.targets.http import ReplyError, SimulateUser, TurnResult, drive_case, reply_from_value
 from evaluations.schemas.evalset import EvalCase
 from evaluations.schemas.outputs import AgentOutput
-from evaluations.targets.http import ReplyError, SimulateUser, TurnResult, drive_case, reply_from_value
 
 AgentCallable = Callable[[dict[str, Any]], Any]
 

@@ -39,7 +39,6 @@ from pydantic import ValidationError
 
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
-from evaluations.exports import case_native_dict
 from evaluations.models import (
     CaseResult,
     EvalCase,
@@ -52,6 +51,7 @@ from evaluations.models import (
     ToolUsage,
     Trace,
 )
+from evaluations.runs.exports import case_native_dict
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
@@ -356,14 +356,14 @@ def _build_target(run: Run) -> Any:
     config = EvalConfig.model_validate(run.config)
     simulate_user = None
     if config.user_simulator_config is not None:  # drives conversation_scenario cases
-        from evaluations.simulator import simulate_user as make_simulator
+        from evaluations.runs.simulator import simulate_user as make_simulator
 
         simulate_user = make_simulator(config.user_simulator_config)
     if run.target_kind == Run.TargetKind.HTTP:
-        from evaluations.targets.http import HttpTarget, HttpTargetSpec
+        from evaluations.runs.targets.http import HttpTarget, HttpTargetSpec
 
         return HttpTarget(HttpTargetSpec.model_validate(run.target), simulate_user=simulate_user)
-    from evaluations.targets.python import PythonTarget, PythonTargetSpec
+    from evaluations.runs.targets.python import PythonTarget, PythonTargetSpec
 
     return PythonTarget(PythonTargetSpec.model_validate({"warmups": run.warmups, **run.target}),
                         simulate_user=simulate_user)
@@ -393,7 +393,7 @@ def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator |
                 outputs[r.pk] = AgentOutput(eval_id=r.case.eval_id, iteration=r.iteration,
                                             error=f"stored output is invalid: {exc}")
 
-    from evaluations.traces import apply_trace
+    from evaluations.runs.traces import apply_trace
 
     evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreResult]]] = []
     for r in results:
@@ -490,7 +490,7 @@ def _traces(output: AgentOutput) -> list[tuple[dict[str, Any], list[dict[str, An
     A trace that cannot be read was already reported by the outputs reader; none is kept."""
     if not output.trace:
         return []
-    from evaluations.traces import TraceError, summarize
+    from evaluations.runs.traces import TraceError, summarize
 
     try:
         summaries = summarize(output.trace)
