@@ -442,7 +442,7 @@ class Span(models.Model):
 
 
 class Comparison(models.Model):
-    """A baseline-vs-candidate comparison, computed once and kept (see evaluations.comparison).
+    """A baseline-vs-candidate comparison, computed once and kept (see evaluations.review.comparison).
 
     Valid while both runs' `finished_at` are the ones stored here: a run that is retried
     finishes again at a new time, and its comparisons are recomputed on their next view."""

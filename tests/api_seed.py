@@ -17,9 +17,9 @@ def seed() -> str:
     """Create the world; returns the API token."""
     from django.contrib.auth import get_user_model
 
-    from evaluations import comparison, triage
     from evaluations.api.auth import token_create
     from evaluations.models import EvaluationConfig, Membership, Project
+    from evaluations.review import comparison, triage
     from tests.api_helpers import demo_runs
 
     user = get_user_model().objects.create_user("ci", "ci@example.com", "ci-pass-12345")

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from evaluations import comparison
 from evaluations.api.auth import token_create
 from evaluations.models import Comparison, Membership, Project, Run
+from evaluations.review import comparison
 from tests.compare_helpers import (
     baseline_and_candidate,
     generated_outputs,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from evaluations import comparison
 from evaluations.models import AuditEvent, Comment, Project, Triage
+from evaluations.review import comparison
 from tests.api_helpers import assert_error, demo_runs, member, token_client
 
 

@@ -17,7 +17,7 @@ from evaluations.charts.compare import (
     tag_pass_rates,
 )
 from evaluations.charts.trace import WaterfallSpan, tree_order, waterfall
-from evaluations.comparison import STATUSES
+from evaluations.review.comparison import STATUSES
 from evaluations.views.trend import first_failing
 
 EVIL = '<img src=x onerror="alert(1)">'

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from evaluations import comparison
-from evaluations.comparison import (
+from evaluations.review import comparison
+from evaluations.review.comparison import (
     ERRORED,
     FLAKY,
     IMPROVED,

@@ -231,7 +231,7 @@ def test_the_comparison_is_stored_and_reused(pair: tuple[Run, Run], alice_client
 
 
 def test_a_triage_change_shows_on_the_cached_page(pair: tuple[Run, Run], alice: Any, alice_client: Client) -> None:
-    from evaluations import triage
+    from evaluations.review import triage
 
     baseline, candidate = pair
     url = compare_url(candidate, baseline, status="regressed")

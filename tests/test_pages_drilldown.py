@@ -234,8 +234,8 @@ def test_the_walk_follows_the_filter_it_was_given(pair: tuple[Run, Run], alice_c
 
 def test_the_walk_is_read_from_the_stored_comparisons_compact_columns(pair: tuple[Run, Run],
                                                                       alice_client: Client) -> None:
-    from evaluations import comparison
     from evaluations.models import Comparison
+    from evaluations.review import comparison
 
     baseline, candidate = pair
     stored = Comparison.objects.get(baseline=baseline, candidate=candidate)

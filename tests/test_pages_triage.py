@@ -11,9 +11,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from evaluations import comparison
 from evaluations.models import CaseResult, Comment, Membership, Project, Run, Triage
-from evaluations.triage import comment_add, triage_update
+from evaluations.review import comparison
+from evaluations.review.triage import comment_add, triage_update
 from tests.compare_helpers import baseline_and_candidate, generated_outputs, generated_version, make_run
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
-from evaluations import comparison
 from evaluations.models import AuditEvent, Comment, Membership, Project, Run, Triage
-from evaluations.triage import (
+from evaluations.review import comparison
+from evaluations.review.triage import (
     COMMENT_MAX_CHARS,
     assigned_to,
     comment_add,

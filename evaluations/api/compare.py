@@ -28,10 +28,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import comparison
 from evaluations.api.converters import MAX_ID
 from evaluations.api.errors import ApiError, ErrorSerializer, problem
 from evaluations.models import Run
+from evaluations.review import comparison
 from evaluations.runs import selectors as selectors_runs
 
 DEFAULT_LIMIT = 100

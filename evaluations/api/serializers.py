@@ -598,7 +598,7 @@ class CommentSerializer(serializers.ModelSerializer):
         fields = ["id", "triage", "parent", "author", "body", "html", "created_at"]
 
     def get_html(self, comment: Comment) -> str:
-        from evaluations.triage import render_comment
+        from evaluations.review.triage import render_comment
 
         return str(render_comment(comment.body))
 

@@ -3,7 +3,7 @@
 
 Same rules as the drill-down's panel (`evaluations.views.triage`): reading needs a role in
 the project, changing needs member or admin (viewers get 403), and another project's runs
-and triage are 404. The writes are `evaluations.triage`'s services.
+and triage are 404. The writes are `evaluations.review.triage`'s services.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from rest_framework.generics import GenericAPIView, ListCreateAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from evaluations import triage as services
 from evaluations.api.common import query, require_writer, responses, visible_projects, visible_runs
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS
 from evaluations.api.serializers import (
@@ -36,6 +35,7 @@ from evaluations.api.serializers import (
     TriageUpdateSerializer,
 )
 from evaluations.models import Comment, Project, Triage
+from evaluations.review import triage as services
 
 
 def _triage_rows(request: Request) -> QuerySet[Triage]:

@@ -18,7 +18,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import comparison
 from evaluations.api.common import BinaryRenderer, DownloadView, download_renderers, query, responses, streamed
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
 from evaluations.api.parsers import MultiPartParser
@@ -40,6 +39,7 @@ from evaluations.evalsets import selectors
 from evaluations.evalsets.formats import SourceFile, check_size
 from evaluations.evalsets.services import evalset_import
 from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project, Run
+from evaluations.review import comparison
 from evaluations.runs.exports import version_native_chunks
 
 

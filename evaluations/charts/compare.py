@@ -3,7 +3,7 @@ latency distributions, per-criterion deltas with their intervals, pass rate by t
 eval set's runs over time (pass rate and p95 latency lines, the case x run heatmap).
 
 Pure functions of plain data. Colours of comparison statuses come from
-`evaluations.comparison.STATUSES`, the same ones the badges use; every point of the paired
+`evaluations.review.comparison.STATUSES`, the same ones the badges use; every point of the paired
 scatter carries the URL of its case drill-down in `customdata[0]` (static/js/compare.js
 opens it on click).
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from evaluations.charts import PALETTE, axis, base_layout, fmt_seconds, safe
-from evaluations.comparison import REGRESSED, STATUSES, UNCHANGED_PASS, signed
+from evaluations.review.comparison import REGRESSED, STATUSES, UNCHANGED_PASS, signed
 
 BASELINE_COLOUR = PALETTE["grey"]
 CANDIDATE_COLOUR = PALETTE["blue"]

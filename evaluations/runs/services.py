@@ -599,7 +599,7 @@ def run_finish(run_id: int) -> bool:
         if done and baseline is not None and compared is not None:
             # Stored with the status change: no view ever sees the run completed without
             # its comparison (and a crowd of first views would each compute it).
-            from evaluations.comparison import comparison_store
+            from evaluations.review.comparison import comparison_store
 
             run.status, run.finished_at = Run.Status.COMPLETED, finished_at
             comparison_store(baseline=baseline, candidate=run, summary=compared)
@@ -611,7 +611,7 @@ def _compare_with_default_baseline(run: Run) -> tuple[Run | None, dict[str, Any]
     the first view of the compare page does not wait for the statistics (1-2 s at 10,000
     cases). (None, None) when there is no finished baseline, or when it fails: a cache
     warm-up must never fail the run; the page computes it anyway."""
-    from evaluations.comparison import compare, default_baseline, run_data
+    from evaluations.review.comparison import compare, default_baseline, run_data
 
     try:
         run = Run.objects.select_related("evalset_version__evalset").get(pk=run.pk)

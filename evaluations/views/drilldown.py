@@ -34,7 +34,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 from pydantic import ValidationError
 
-from evaluations import comparison
 from evaluations.charts import to_html
 from evaluations.charts.trace import WaterfallSpan, waterfall
 from evaluations.evalsets.selectors import pretty_json
@@ -51,6 +50,7 @@ from evaluations.evaluators.diffing import (
 )
 from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOptions
 from evaluations.models import CaseResult, Run, Score, Span, Trace
+from evaluations.review import comparison
 from evaluations.runs.services import native_case
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.evalset import EvalConfig, Invocation, MatchType, ToolCall

@@ -24,8 +24,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from evaluations import triage as services
 from evaluations.models import CaseResult, Comment, Membership, Project, Run, Triage
+from evaluations.review import triage as services
 from evaluations.views.common import current_project
 from evaluations.views.compare import parse_id, runs_visible_to
 

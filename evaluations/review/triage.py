@@ -26,9 +26,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
-from evaluations import comparison
 from evaluations.audit import audit_record
 from evaluations.models import AuditEvent, CaseResult, Comment, Comparison, EvalSet, Membership, Project, Run, Triage
+from evaluations.review import comparison
 
 COMMENT_MAX_CHARS = 10_000
 QUEUE_PER_PAGE = 50
