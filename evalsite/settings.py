@@ -108,8 +108,11 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "evaluations.context_processors.current_project",
+                "evaluations.web.context_processors.current_project",
             ],
+            # The template tags live with the pages (evaluations/web/), not in the app's
+            # top-level templatetags/ package where Django would look by default.
+            "libraries": {"evalsite": "evaluations.web.templatetags.evalsite"},
         },
     },
 ]
@@ -239,7 +242,7 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     # plotly.min.js straight from the installed plotly package: no CDN, no copy in git.
-    "evaluations.staticfinders.PlotlyFinder",
+    "evaluations.web.staticfinders.PlotlyFinder",
 ]
 # The embedded default serves assets from the finders, so `up` needs no collectstatic;
 # a team server runs collectstatic and gets compressed, hashed files.

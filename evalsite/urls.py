@@ -4,7 +4,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from evaluations.api.errors import api_not_found
-from evaluations.views.health import healthz
+from evaluations.web.views.health import healthz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -26,7 +26,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
     # Anything else under /api/ is a JSON 404, never the HTML page (and never a slash redirect).
     re_path(r"^api/", api_not_found),
-    path("", include("evaluations.urls")),
+    path("", include("evaluations.web.urls")),
 ]
 
 # Errors outside the API views (middleware, Django's own checks): JSON under /api/, pages elsewhere.

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from evaluations.charts import to_html
-from evaluations.charts.compare import (
+from evaluations.review.comparison import STATUSES
+from evaluations.web.charts import to_html
+from evaluations.web.charts.compare import (
     DeltaBar,
     HeatmapRow,
     ScatterPoint,
@@ -16,9 +17,8 @@ from evaluations.charts.compare import (
     pass_rate_trend,
     tag_pass_rates,
 )
-from evaluations.charts.trace import WaterfallSpan, tree_order, waterfall
-from evaluations.review.comparison import STATUSES
-from evaluations.views.trend import first_failing
+from evaluations.web.charts.trace import WaterfallSpan, tree_order, waterfall
+from evaluations.web.views.trend import first_failing
 
 EVIL = '<img src=x onerror="alert(1)">'
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import pytest
 
-from evaluations.charts import PALETTE, STATUS_COLOURS, fmt_seconds, to_html
-from evaluations.charts.run import (
+from evaluations.web.charts import PALETTE, STATUS_COLOURS, fmt_seconds, to_html
+from evaluations.web.charts.run import (
     ScoreBins,
     TagRate,
     latency_histogram,

@@ -125,7 +125,7 @@ def _run_brief(run: Run, absolute: Any) -> dict[str, Any]:
 
 def _cases(summary: dict[str, Any], status: str, limit: int, scores: dict[str, dict[int, tuple[float, float]]],
            indices: dict[int, int], baseline: Run, candidate: Run, absolute: Any) -> dict[str, Any]:
-    from evaluations.views.compare import Walk, case_link
+    from evaluations.web.views.compare import Walk, case_link
 
     matching = comparison.filter_cases(summary, status)
     walk = Walk(baseline.pk, candidate.pk, status, "")

@@ -81,7 +81,7 @@ class MemberList(ListCreateAPIView):
         return _members(_project(self.request, self.kwargs["slug"]))
 
     def create(self, request: Request, *args: Any, slug: str = "", **kwargs: Any) -> Response:
-        from evaluations.views.projects import MembershipError, _find_user, membership_add
+        from evaluations.web.views.projects import MembershipError, _find_user, membership_add
 
         project = _project(request, slug)
         require_admin(request, project, "manage members")
@@ -116,7 +116,7 @@ class MemberDetail(GenericAPIView):
         return Response(MemberSerializer(self._membership(request, slug, pk)).data)
 
     def patch(self, request: Request, slug: str, pk: int) -> Response:
-        from evaluations.views.projects import MembershipError, membership_change
+        from evaluations.web.views.projects import MembershipError, membership_change
 
         membership = self._membership(request, slug, pk)
         require_admin(request, membership.project, "manage members")
@@ -129,7 +129,7 @@ class MemberDetail(GenericAPIView):
         return Response(MemberSerializer(membership).data)
 
     def delete(self, request: Request, slug: str, pk: int) -> Response:
-        from evaluations.views.projects import MembershipError, membership_remove
+        from evaluations.web.views.projects import MembershipError, membership_remove
 
         membership = self._membership(request, slug, pk)
         require_admin(request, membership.project, "manage members")

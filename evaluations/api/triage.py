@@ -1,7 +1,7 @@
 """Triage through the API: the review state of a case in a baseline/candidate comparison
 (status, assignee), its threaded comments, and the review queue.
 
-Same rules as the drill-down's panel (`evaluations.views.triage`): reading needs a role in
+Same rules as the drill-down's panel (`evaluations.web.views.triage`): reading needs a role in
 the project, changing needs member or admin (viewers get 403), and another project's runs
 and triage are 404. The writes are `evaluations.review.triage`'s services.
 """

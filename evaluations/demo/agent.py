@@ -3,7 +3,7 @@
 It answers one turn of the turn contract (`evaluations.runs.targets.contract`): `respond()` takes
 a `TurnRequest` as a dict and returns a `TurnReply` dict. It is reachable as the Python
 callable `evaluations.demo.agent:respond` and over HTTP at `/demo/agent/`
-(`evaluations.views.demo`). Its tools read fixed tables: get_weather, get_forecast,
+(`evaluations.web.views.demo`). Its tools read fixed tables: get_weather, get_forecast,
 search_flights, book_flight, get_order, cancel_order. It keeps no state between turns: a
 follow-up ("And tomorrow?", "Book it for Ana Lopez.", "Please cancel it.") is understood
 from the conversation history that comes with each request.

@@ -694,7 +694,7 @@ def signed(value: float | None, digits: int = 2, *, sign: bool = True) -> str:
 def signed_seconds(value: float | None) -> str:
     """+1.4 s / -0.052 s (a real minus sign): seconds with two significant digits, as the
     charts show them."""
-    from evaluations.charts import fmt_seconds
+    from evaluations.web.charts import fmt_seconds
 
     if value is None:
         return "—"

@@ -29,10 +29,10 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Floor, Least, RowNumber
 
-from evaluations.charts import fmt_seconds
-from evaluations.charts.run import SCORE_BINS, ScoreBins, TagRate, nice_step, sparkline_points
 from evaluations.evaluators.base import Level
 from evaluations.models import CaseResult, EvalSet, EvalSetVersion, EvaluationConfig, Project, Run, Score
+from evaluations.web.charts import fmt_seconds
+from evaluations.web.charts.run import SCORE_BINS, ScoreBins, TagRate, nice_step, sparkline_points
 
 RESULTS_PER_PAGE = 50
 RUNS_PER_PAGE = 30

@@ -34,8 +34,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 from pydantic import ValidationError
 
-from evaluations.charts import to_html
-from evaluations.charts.trace import WaterfallSpan, waterfall
 from evaluations.evalsets.selectors import pretty_json
 from evaluations.evaluators.base import aligned_turns, text_of
 from evaluations.evaluators.diffing import (
@@ -55,9 +53,11 @@ from evaluations.runs.services import native_case
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.evalset import EvalConfig, Invocation, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
-from evaluations.views.common import enter_project
-from evaluations.views.compare import CASES_PER_PAGE, FILTERS, Walk, parse_id, run_label, runs_visible_to
-from evaluations.views.triage import panel_context
+from evaluations.web.charts import to_html
+from evaluations.web.charts.trace import WaterfallSpan, waterfall
+from evaluations.web.views.common import enter_project
+from evaluations.web.views.compare import CASES_PER_PAGE, FILTERS, Walk, parse_id, run_label, runs_visible_to
+from evaluations.web.views.triage import panel_context
 
 # Beyond these sizes a diff would cost more than it shows: both texts are shown whole instead.
 MAX_DIFF_TOKENS = 4000

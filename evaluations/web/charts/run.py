@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from evaluations.charts import PALETTE, STATUS_COLOURS, axis, base_layout, fmt_seconds, safe
+from evaluations.web.charts import PALETTE, STATUS_COLOURS, axis, base_layout, fmt_seconds, safe
 
 SCORE_BINS = 10  # [0, .1), [.1, .2), ... [.9, 1.0]: the last bin holds the perfect scores
 MAX_COLUMNS = 3

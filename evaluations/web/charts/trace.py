@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from evaluations.charts import PALETTE, axis, base_layout, fmt_seconds, safe
+from evaluations.web.charts import PALETTE, axis, base_layout, fmt_seconds, safe
 
 # Span kinds as `evaluations.runs.traces` categorises them (AGENT and CHAIN are agent nodes).
 KIND_STYLES: dict[str, tuple[str, str]] = {  # kind -> (legend label, colour)

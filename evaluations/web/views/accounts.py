@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluations.api.auth import token_create, token_revoke
 from evaluations.models import ApiToken
-from evaluations.views.common import current_project
+from evaluations.web.views.common import current_project
 
 
 class TokenForm(forms.Form):

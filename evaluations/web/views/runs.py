@@ -18,14 +18,14 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.audit import object_history, record_run
-from evaluations.charts import to_html
-from evaluations.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
 from evaluations.models import AuditEvent, Membership, Run
 from evaluations.runs import selectors
 from evaluations.runs import services as runs
 from evaluations.runs.forms import NewRunForm, config_text
-from evaluations.views.common import current_project, enter_project
-from evaluations.views.evalsets import IMPORT_ERROR_TITLES
+from evaluations.web.charts import to_html
+from evaluations.web.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
+from evaluations.web.views.common import current_project, enter_project
+from evaluations.web.views.evalsets import IMPORT_ERROR_TITLES
 
 # The comparison page belongs to another module; linked by path until its route exists.
 COMPARE_PATH = "/compare/"

@@ -27,7 +27,7 @@ from evaluations.evalsets.forms import UploadForm
 from evaluations.evalsets.services import evalset_import
 from evaluations.models import EvalSetSource, Project
 from evaluations.runs.exports import version_native_chunks
-from evaluations.views.common import SESSION_PROJECT_KEY, can_upload, current_project, enter_project
+from evaluations.web.views.common import SESSION_PROJECT_KEY, can_upload, current_project, enter_project
 
 # What each EvalSetImportError code means, for the person who uploaded the file.
 IMPORT_ERROR_TITLES = {

@@ -26,8 +26,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from evaluations.models import CaseResult, Comment, Membership, Project, Run, Triage
 from evaluations.review import triage as services
-from evaluations.views.common import current_project
-from evaluations.views.compare import parse_id, runs_visible_to
+from evaluations.web.views.common import current_project
+from evaluations.web.views.compare import parse_id, runs_visible_to
 
 WRITERS = {Membership.Role.MEMBER, Membership.Role.ADMIN}
 

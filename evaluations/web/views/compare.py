@@ -27,8 +27,14 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from evaluations.api.converters import MAX_ID
-from evaluations.charts import fmt_seconds, to_html
-from evaluations.charts.compare import (
+from evaluations.models import Run, Triage
+from evaluations.review import comparison
+from evaluations.review.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
+from evaluations.review.triage import triage_by_case, triage_stamp_annotations
+from evaluations.runs import exports
+from evaluations.runs.selectors import runs_visible_to
+from evaluations.web.charts import fmt_seconds, to_html
+from evaluations.web.charts.compare import (
     DeltaBar,
     ScatterPoint,
     TagPair,
@@ -37,13 +43,7 @@ from evaluations.charts.compare import (
     paired_scatter,
     tag_pass_rates,
 )
-from evaluations.models import Run, Triage
-from evaluations.review import comparison
-from evaluations.review.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
-from evaluations.review.triage import triage_by_case, triage_stamp_annotations
-from evaluations.runs import exports
-from evaluations.runs.selectors import runs_visible_to
-from evaluations.views.common import SESSION_PROJECT_KEY, enter_project
+from evaluations.web.views.common import SESSION_PROJECT_KEY, enter_project
 
 CASES_PER_PAGE = 50
 BASELINE_CHOICES = 50

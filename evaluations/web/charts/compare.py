@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from evaluations.charts import PALETTE, axis, base_layout, fmt_seconds, safe
 from evaluations.review.comparison import REGRESSED, STATUSES, UNCHANGED_PASS, signed
+from evaluations.web.charts import PALETTE, axis, base_layout, fmt_seconds, safe
 
 BASELINE_COLOUR = PALETTE["grey"]
 CANDIDATE_COLOUR = PALETTE["blue"]

@@ -20,12 +20,12 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from evaluations.charts import to_html
-from evaluations.charts.compare import HeatmapRow, TrendPoint, case_heatmap, latency_trend, pass_rate_trend
 from evaluations.models import CaseResult, EvalSet, Run
 from evaluations.review import comparison
-from evaluations.views.common import enter_project
-from evaluations.views.compare import run_label
+from evaluations.web.charts import to_html
+from evaluations.web.charts.compare import HeatmapRow, TrendPoint, case_heatmap, latency_trend, pass_rate_trend
+from evaluations.web.views.common import enter_project
+from evaluations.web.views.compare import run_label
 
 TREND_RUNS = 30
 CASES_PER_PAGE = 50

@@ -1,8 +1,8 @@
 from django.urls import path
 
-from evaluations.views import accounts, compare, demo, drilldown, evalsets, projects, trend
-from evaluations.views import runs as run_views
-from evaluations.views import triage as triage_views
+from evaluations.web.views import accounts, compare, demo, drilldown, evalsets, projects, trend
+from evaluations.web.views import runs as run_views
+from evaluations.web.views import triage as triage_views
 
 urlpatterns = [
     path("", run_views.home, name="home"),

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from evaluations.audit import audit_record, project_activity
 from evaluations.models import AuditEvent, EvalSet, Membership, Project, Run
-from evaluations.views.common import enter_project
+from evaluations.web.views.common import enter_project
 
 
 class MembershipError(Exception):
