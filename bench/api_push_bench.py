@@ -97,7 +97,7 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen[str]:
 
 
 def make_token(data_dir: Path) -> str:
-    code = ("from django.contrib.auth import get_user_model; from evaluations.api.auth import token_create; "
+    code = ("from django.contrib.auth import get_user_model; from evaluations.accounts.tokens import token_create; "
             "print(token_create(user=get_user_model().objects.get(username='bench'), name='bench').secret)")
     env = {**os.environ, "EVALSITE_DATA_DIR": str(data_dir)}
     done = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=REPO, env=env,

@@ -61,7 +61,7 @@ def setup(cases: int) -> tuple[str, int, list[dict[str, Any]], list[dict[str, An
     import engine_bench
     from django.contrib.auth import get_user_model
 
-    from evaluations.api.auth import token_create
+    from evaluations.accounts.tokens import token_create
     from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
     from evaluations.models import Membership

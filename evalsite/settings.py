@@ -191,7 +191,7 @@ if CACHE_URL:
     SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 
 # Evaluation engine: cases per queue task, and how long a run may show no progress before
-# its pending work is re-enqueued (see evaluations/runs.py).
+# its pending work is re-enqueued (see evaluations/runs/services.py).
 EVALSITE_BATCH_SIZE = env_int("EVALSITE_BATCH_SIZE", 250)
 EVALSITE_LEASE_SECONDS = env_int("EVALSITE_LEASE_SECONDS", 180)
 # Custom evaluators: dotted paths of Evaluator classes (see evaluations/evaluators/base.py).
@@ -308,7 +308,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     # No request leaves the server: the validator badge would call validator.swagger.io.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "persistAuthorization": True, "validatorUrl": None},
-    # `<id:pk>` in API paths (evaluations.api.converters): at most 18 digits.
+    # `<id:pk>` in API paths (evaluations.converters): at most 18 digits.
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}},
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "evaluations.models.Run.Status",

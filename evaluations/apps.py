@@ -5,3 +5,13 @@ class EvaluationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "evaluations"
     verbose_name = "Evaluations"
+
+    def ready(self) -> None:
+        # A run that completes stores its comparison with the default baseline in the same
+        # transaction. The hook is wired here so that runs never import review (the data
+        # flows runs -> review; see docs/ARCHITECTURE.md).
+        from evaluations.review.comparison import precompute_on_completion
+        from evaluations.runs import services
+
+        if precompute_on_completion not in services.completion_hooks:
+            services.completion_hooks.append(precompute_on_completion)

@@ -33,7 +33,7 @@ import sys
 
 if __name__ == "__main__" and __spec__ is None and sys.path and (
         os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__))):
-    # Run as a file from an evalsite checkout: the modules beside it (evaluations/selectors.py)
+    # Run as a file from an evalsite checkout: the modules beside it (evaluations/cache.py, ...)
     # must not shadow the standard library's.
     sys.path.pop(0)
 

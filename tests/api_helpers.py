@@ -64,7 +64,7 @@ def member(username: str, project: Project, role: str) -> Any:
 
 
 def token_client(user: Any) -> Client:
-    from evaluations.api.auth import token_create
+    from evaluations.accounts.tokens import token_create
 
     return Client(HTTP_AUTHORIZATION=f"Token {token_create(user=user, name='tests').secret}")
 

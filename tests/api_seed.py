@@ -17,7 +17,7 @@ def seed() -> str:
     """Create the world; returns the API token."""
     from django.contrib.auth import get_user_model
 
-    from evaluations.api.auth import token_create
+    from evaluations.accounts.tokens import token_create
     from evaluations.models import EvaluationConfig, Membership, Project
     from evaluations.review import comparison, triage
     from tests.api_helpers import demo_runs

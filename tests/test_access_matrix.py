@@ -174,7 +174,7 @@ def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, 
     carol = make_user("carol", acme, Membership.Role.VIEWER)
     dave = make_user("dave", acme, Membership.Role.ADMIN)
     make_user("erin")
-    from evaluations.api.auth import token_create
+    from evaluations.accounts.tokens import token_create
 
     token = token_create(user=alice, name="ci").token
     result = run.results.select_related("case").first()
@@ -268,7 +268,7 @@ def test_a_user_of_another_project_gets_404_for_acmes_objects(route: Route, worl
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.kind != PUBLIC and r.scoped and r.api],
                          ids=lambda r: r.name)
 def test_another_projects_token_gets_404_from_the_api_too(route: Route, world: dict[str, Any]) -> None:
-    from evaluations.api.auth import token_create
+    from evaluations.accounts.tokens import token_create
 
     secret = token_create(user=world["bob"], name="bob's ci").secret
     client = Client(HTTP_AUTHORIZATION=f"Token {secret}")

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from evaluations.api.auth import token_create
+from evaluations.accounts.tokens import token_create
 from evaluations.models import Comparison, Membership, Project, Run
 from evaluations.review import comparison
 from tests.compare_helpers import (

@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluations.api.auth import token_create
+from evaluations.accounts.tokens import token_create
 from evaluations.models import ApiToken, AuditEvent
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from evaluations.review.comparison import STATUSES
+from evaluations.review.selectors import first_failing
 from evaluations.web.charts import to_html
 from evaluations.web.charts.compare import (
     DeltaBar,
@@ -18,7 +19,6 @@ from evaluations.web.charts.compare import (
     tag_pass_rates,
 )
 from evaluations.web.charts.trace import WaterfallSpan, tree_order, waterfall
-from evaluations.web.views.trend import first_failing
 
 EVIL = '<img src=x onerror="alert(1)">'
 

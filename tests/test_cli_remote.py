@@ -71,7 +71,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         output.append(line)
     # Drain the access log so the server never blocks on a full pipe.
     threading.Thread(target=lambda: output.extend(proc.stdout or []), daemon=True).start()
-    code = ("from django.contrib.auth import get_user_model; from evaluations.api.auth import token_create; "
+    code = ("from django.contrib.auth import get_user_model; from evaluations.accounts.tokens import token_create; "
             "print(token_create(user=get_user_model().objects.get(username='ci-admin'), name='ci').secret)")
     made = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=REPO, env=_server_env(data_dir),
                           capture_output=True, text=True, timeout=60)
@@ -306,8 +306,8 @@ def test_the_stdlib_client_gates_ci_without_django_as_a_module_and_as_a_copied_f
 
 
 def test_the_client_file_runs_from_a_checkout_and_explains_its_errors(tmp_path: Path) -> None:
-    """From the checkout, evaluations/selectors.py must not shadow the standard library's
-    `selectors`; without a server or with a bad option it exits 2 before any request."""
+    """Run as a file from the checkout (its folder, which holds other modules, is not put first
+    on sys.path); without a server or with a bad option it exits 2 before any request."""
     port = _free_port()  # nothing listens there
     helped = file_cli(CLIENT, tmp_path, "--help")
     assert helped.returncode == 0 and "--fail-on-regression" in helped.stdout, helped.stderr

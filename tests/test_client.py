@@ -18,7 +18,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from django.db import connection
 
-from evaluations.api.auth import token_create
+from evaluations.accounts.tokens import token_create
 from evaluations.client import (
     Client,
     ClientError,

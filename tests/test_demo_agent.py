@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from evaluations.api.auth import token_create
+from evaluations.accounts.tokens import token_create
 from evaluations.demo.agent import WRONG_TOOL, fault_applies, parse_faults, respond
 from evaluations.schemas.evalset import EvalCase, EvalSet
 

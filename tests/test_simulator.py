@@ -1,4 +1,4 @@
-"""The LLM user simulator (evaluations/simulator.py) against a real chat-completions server on
+"""The LLM user simulator (evaluations/runs/simulator.py) against a real chat-completions server on
 127.0.0.1: the starting prompt, the next message, the stop signal, the turn limit, custom
 instructions, and failures."""
 

@@ -180,7 +180,7 @@ def demo_token(transactional_db: None) -> dict[str, str]:
     """The demo agent needs a user: the HTTP target sends an API token in its headers."""
     from django.contrib.auth import get_user_model
 
-    from evaluations.api.auth import token_create
+    from evaluations.accounts.tokens import token_create
 
     harness = get_user_model().objects.create_user("harness", "harness@example.com", "harness-pass-123")
     return {"Authorization": f"Token {token_create(user=harness, name='http target').secret}"}

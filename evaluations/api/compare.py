@@ -28,8 +28,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations.api.converters import MAX_ID
 from evaluations.api.errors import ApiError, ErrorSerializer, problem
+from evaluations.converters import MAX_ID
 from evaluations.models import Run
 from evaluations.review import comparison
 from evaluations.runs import selectors as selectors_runs
@@ -125,7 +125,7 @@ def _run_brief(run: Run, absolute: Any) -> dict[str, Any]:
 
 def _cases(summary: dict[str, Any], status: str, limit: int, scores: dict[str, dict[int, tuple[float, float]]],
            indices: dict[int, int], baseline: Run, candidate: Run, absolute: Any) -> dict[str, Any]:
-    from evaluations.web.views.compare import Walk, case_link
+    from evaluations.review.selectors import Walk, case_link
 
     matching = comparison.filter_cases(summary, status)
     walk = Walk(baseline.pk, candidate.pk, status, "")

@@ -19,7 +19,7 @@ from rest_framework.generics import GenericAPIView, ListAPIView, ListCreateAPIVi
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from evaluations.api.auth import token_create, token_revoke
+from evaluations.accounts.tokens import token_create, token_revoke
 from evaluations.api.common import require_admin, responses, visible_projects
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
 from evaluations.api.serializers import (
@@ -81,14 +81,14 @@ class MemberList(ListCreateAPIView):
         return _members(_project(self.request, self.kwargs["slug"]))
 
     def create(self, request: Request, *args: Any, slug: str = "", **kwargs: Any) -> Response:
-        from evaluations.web.views.projects import MembershipError, _find_user, membership_add
+        from evaluations.accounts.services import MembershipError, membership_add, user_find
 
         project = _project(request, slug)
         require_admin(request, project, "manage members")
         form = MemberAddSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         identifier = form.validated_data["user"].strip()
-        user = _find_user(identifier) if identifier else None
+        user = user_find(identifier) if identifier else None
         if user is None:
             raise ValidationError({"user": [f"no active user with the username or email {identifier!r}"]})
         try:
@@ -116,7 +116,7 @@ class MemberDetail(GenericAPIView):
         return Response(MemberSerializer(self._membership(request, slug, pk)).data)
 
     def patch(self, request: Request, slug: str, pk: int) -> Response:
-        from evaluations.web.views.projects import MembershipError, membership_change
+        from evaluations.accounts.services import MembershipError, membership_change
 
         membership = self._membership(request, slug, pk)
         require_admin(request, membership.project, "manage members")
@@ -129,7 +129,7 @@ class MemberDetail(GenericAPIView):
         return Response(MemberSerializer(membership).data)
 
     def delete(self, request: Request, slug: str, pk: int) -> Response:
-        from evaluations.web.views.projects import MembershipError, membership_remove
+        from evaluations.accounts.services import MembershipError, membership_remove
 
         membership = self._membership(request, slug, pk)
         require_admin(request, membership.project, "manage members")

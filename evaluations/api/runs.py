@@ -300,7 +300,7 @@ class RunPin(APIView):
     @extend_schema(summary="Pin a completed run as its eval set's baseline (project admins)", request=None,
                    responses=responses(PinSerializer, *WRITE_ERRORS))
     def post(self, request: Request, pk: int) -> Response:
-        from evaluations.web.views.projects import evalset_pin_baseline
+        from evaluations.review.services import evalset_pin_baseline
 
         run = _run_or_404(request, pk)
         require_admin(request, run.project, "pin baselines")
@@ -427,8 +427,8 @@ def _output(result: CaseResult) -> AgentOutput | None:
 def _turns(run: Run, result: CaseResult, output: AgentOutput | None) -> list[dict[str, Any]]:
     from evaluations.evaluators.base import aligned_turns, text_of
     from evaluations.evaluators.diffing import align
+    from evaluations.review.selectors import trajectory_settings
     from evaluations.runs.services import native_case
-    from evaluations.web.views.drilldown import trajectory_settings
 
     case = native_case(result.case)
     match_type, rules = trajectory_settings(run.config)

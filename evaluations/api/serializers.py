@@ -10,7 +10,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from evaluations.api.converters import MAX_ID
+from evaluations.converters import MAX_ID
 from evaluations.models import (
     ApiToken,
     AuditEvent,

@@ -2,7 +2,7 @@ from django.urls import path, register_converter
 
 from evaluations.api import common as _schema_extensions  # noqa: F401 - registers the token auth scheme
 from evaluations.api import compare, metrics, projects, runs, triage, views
-from evaluations.api.converters import IdConverter
+from evaluations.converters import IdConverter
 
 # `<id:pk>`: an integer of at most 18 digits (a longer one is a 404, not a database overflow).
 register_converter(IdConverter, "id")

@@ -212,8 +212,7 @@ class EvalSetTrend(APIView):
     @extend_schema(summary="An eval set over its last completed runs", parameters=[TrendQuery],
                    responses=responses(TrendSerializer, *READ_ERRORS))
     def get(self, request: Request, pk: int) -> Response:
-        from evaluations.web.views.compare import run_label
-        from evaluations.web.views.trend import FAILING, TREND_RUNS, first_failing
+        from evaluations.review.selectors import FAILING, TREND_RUNS, first_failing, run_label
 
         params = query(TrendQuery, request)
         evalset = _evalset(request, pk)

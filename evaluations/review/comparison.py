@@ -46,7 +46,7 @@ import contextlib
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -694,7 +694,7 @@ def signed(value: float | None, digits: int = 2, *, sign: bool = True) -> str:
 def signed_seconds(value: float | None) -> str:
     """+1.4 s / -0.052 s (a real minus sign): seconds with two significant digits, as the
     charts show them."""
-    from evaluations.web.charts import fmt_seconds
+    from evaluations.units import fmt_seconds
 
     if value is None:
         return "—"
@@ -706,3 +706,21 @@ def signed_seconds(value: float | None) -> str:
 
 def statuses_in(summary: dict[str, Any]) -> Iterable[tuple[StatusStyle, int]]:
     return ((style, summary["counts"].get(key, 0)) for key, style in STATUSES.items())
+
+
+def precompute_on_completion(run: Run) -> Callable[[Run], None] | None:
+    """A run completion hook (registered in evaluations/apps.py): the finished run's
+    comparison with its default baseline, computed in the worker so the first view of the
+    compare page does not wait for the statistics (1-2 s at 10,000 cases); None when there is
+    no finished baseline."""
+    run = Run.objects.select_related("evalset_version__evalset").get(pk=run.pk)
+    baseline = default_baseline(run)
+    if baseline is None or not baseline.is_finished:
+        return None
+    summary = compare(run_data(baseline), run_data(run))
+
+    def store(candidate: Run) -> None:
+        comparison_store(baseline=baseline, candidate=candidate, summary=summary)
+
+    return store
+

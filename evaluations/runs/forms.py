@@ -45,15 +45,6 @@ TARGET_KINDS = [
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 
 
-def config_text(config: EvalConfig) -> str:
-    """A config as the JSON people edit: each criterion's threshold, and what differs from
-    the defaults (the rest is implied)."""
-    criteria = {name: {"threshold": c.threshold, **c.model_dump(mode="json", exclude_defaults=True)}
-                for name, c in config.criteria.items()}
-    doc: dict[str, Any] = {"criteria": criteria}
-    if config.user_simulator_config is not None:
-        doc["user_simulator_config"] = config.user_simulator_config.model_dump(mode="json")
-    return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
 def pydantic_errors(error: ValidationError, prefix: str = "") -> list[str]:

@@ -7,6 +7,7 @@ or from GROUP BY queries; only one page of case results is ever loaded.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -31,8 +32,9 @@ from django.db.models.functions import Cast, Floor, Least, RowNumber
 
 from evaluations.evaluators.base import Level
 from evaluations.models import CaseResult, EvalSet, EvalSetVersion, EvaluationConfig, Project, Run, Score
-from evaluations.web.charts import fmt_seconds
-from evaluations.web.charts.run import SCORE_BINS, ScoreBins, TagRate, nice_step, sparkline_points
+from evaluations.runs.chart_data import SCORE_BINS, ScoreBins, TagRate, nice_step, sparkline_points
+from evaluations.schemas.evalset import EvalConfig
+from evaluations.units import fmt_seconds
 
 RESULTS_PER_PAGE = 50
 RUNS_PER_PAGE = 30
@@ -836,7 +838,6 @@ class NewRunChoices:
 def new_run_choices(*, project: Project) -> NewRunChoices:
     """Every eval-set version of the project (latest first within its eval set) and the
     project's saved configs: two queries."""
-    from evaluations.runs.forms import config_text
     from evaluations.runs.services import DEFAULT_CONFIG, config_for
 
     versions = list(EvalSetVersion.objects.filter(evalset__project=project).select_related("evalset")
@@ -855,3 +856,14 @@ def new_run_choices(*, project: Project) -> NewRunChoices:
                                            default_config=default))
     presets = {p.pk: p for p in EvaluationConfig.objects.filter(project=project).order_by("name")}
     return NewRunChoices(versions={v.pk: v for v in versions}, presets=presets, groups=list(groups.values()))
+
+
+def config_text(config: EvalConfig) -> str:
+    """A config as the JSON people edit: each criterion's threshold, and what differs from
+    the defaults (the rest is implied)."""
+    criteria = {name: {"threshold": c.threshold, **c.model_dump(mode="json", exclude_defaults=True)}
+                for name, c in config.criteria.items()}
+    doc: dict[str, Any] = {"criteria": criteria}
+    if config.user_simulator_config is not None:
+        doc["user_simulator_config"] = config.user_simulator_config.model_dump(mode="json")
+    return json.dumps(doc, indent=2, ensure_ascii=False)

@@ -27,7 +27,7 @@ import socket
 import statistics
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -57,6 +57,13 @@ from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
 
 log = logging.getLogger(__name__)
+
+# What else a run's completion stores, in the transaction that marks it completed. A hook
+# takes the finishing run and returns a store step (called with the completed run inside
+# that transaction) or None. Runs never import the review package: review registers the
+# comparison with the default baseline here when the app is ready (evaluations/apps.py).
+CompletionHook = Callable[[Run], Callable[[Run], None] | None]
+completion_hooks: list[CompletionHook] = []
 
 # How often a long batch renews the heartbeat and checks for cancellation.
 CHUNK = 50
@@ -591,37 +598,29 @@ def run_finish(run_id: int) -> bool:
     if run is None:
         return False
     summary = run_summary(run)
-    baseline, compared = _compare_with_default_baseline(run)
+    # Prepared outside the transaction (the statistics take 1-2 s at 10,000 cases), stored
+    # inside it: no view ever sees the run completed without what the hooks add (its
+    # comparison with the default baseline; a crowd of first views would each compute it).
+    stores = [store for hook in completion_hooks if (store := _prepared(hook, run)) is not None]
     finished_at = timezone.now()
     with transaction.atomic():
         done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
             status=Run.Status.COMPLETED, summary=summary, finished_at=finished_at))
-        if done and baseline is not None and compared is not None:
-            # Stored with the status change: no view ever sees the run completed without
-            # its comparison (and a crowd of first views would each compute it).
-            from evaluations.review.comparison import comparison_store
-
+        if done:
             run.status, run.finished_at = Run.Status.COMPLETED, finished_at
-            comparison_store(baseline=baseline, candidate=run, summary=compared)
+            for store in stores:
+                store(run)
     return done
 
 
-def _compare_with_default_baseline(run: Run) -> tuple[Run | None, dict[str, Any] | None]:
-    """The finished run's comparison with its default baseline, computed in the worker so
-    the first view of the compare page does not wait for the statistics (1-2 s at 10,000
-    cases). (None, None) when there is no finished baseline, or when it fails: a cache
-    warm-up must never fail the run; the page computes it anyway."""
-    from evaluations.review.comparison import compare, default_baseline, run_data
-
+def _prepared(hook: CompletionHook, run: Run) -> Callable[[Run], None] | None:
+    """A hook's store step, or None when it has nothing to store or fails: a completion hook
+    is a warm-up, and must never fail the run (the pages compute the same thing anyway)."""
     try:
-        run = Run.objects.select_related("evalset_version__evalset").get(pk=run.pk)
-        baseline = default_baseline(run)
-        if baseline is None or not baseline.is_finished:
-            return None, None
-        return baseline, compare(run_data(baseline), run_data(run))
+        return hook(run)
     except Exception:
-        log.exception("run %s: could not precompute the comparison", run.pk)
-        return None, None
+        log.exception("run %s: completion hook %s failed", run.pk, getattr(hook, "__name__", hook))
+        return None
 
 
 def _percentile(qs: Any, field: str, fraction: float, count: int) -> float | None:

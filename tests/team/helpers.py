@@ -16,7 +16,7 @@ import httpx
 from django.contrib.auth import get_user_model
 from django.db.models import Count
 
-from evaluations.api.auth import token_create
+from evaluations.accounts.tokens import token_create
 from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
 from evaluations.models import CaseResult, EvalSetVersion, Membership, Project, Run, Score

@@ -10,12 +10,15 @@ as HTML.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
 from django.utils.html import escape
+
+from evaluations.units import fmt_seconds
+
+__all__ = ["fmt_seconds"]  # re-exported: the charts format seconds as the verdicts do
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
 PALETTE = {
@@ -68,20 +71,6 @@ def axis(**extra: Any) -> dict[str, Any]:
                                "automargin": True}
     options.update(extra)
     return options
-
-
-def fmt_seconds(value: float | None) -> str:
-    """Seconds with two significant digits (0.053, 0.50, 1.4), and whole seconds from ten on
-    (12, 123): never scientific notation, never a rounded-away integer part."""
-    if value is None:
-        return "—"
-    if value == 0:
-        return "0"
-    if abs(value) >= 9.95:
-        return f"{value:.0f}"
-    rounded = float(f"{value:.2g}")
-    decimals = max(0, 1 - math.floor(math.log10(abs(rounded))))
-    return f"{rounded:.{decimals}f}"
 
 
 def safe(text: Any) -> str:

@@ -9,39 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from evaluations.runs.chart_data import SCORE_BINS, ScoreBins, TagRate, nice_step, sparkline_points
 from evaluations.web.charts import PALETTE, STATUS_COLOURS, axis, base_layout, fmt_seconds, safe
 
-SCORE_BINS = 10  # [0, .1), [.1, .2), ... [.9, 1.0]: the last bin holds the perfect scores
+__all__ = ["SCORE_BINS", "ScoreBins", "TagRate", "nice_step", "sparkline_points"]  # drawn here, computed in runs
+
 MAX_COLUMNS = 3
-
-
-@dataclass(frozen=True)
-class ScoreBins:
-    """Counts of one criterion's conversation-level scores per bin, split by outcome."""
-
-    passed: Sequence[int]
-    failed: Sequence[int]
-    unjudged: Sequence[int]  # scored, but no pass/fail (no threshold)
-
-    @property
-    def total(self) -> int:
-        return sum(self.passed) + sum(self.failed) + sum(self.unjudged)
-
-
-@dataclass(frozen=True)
-class TagRate:
-    tag: str
-    passed: int
-    judged: int  # passed + failed: errors and missing outputs are not judged
-
-    @property
-    def rate(self) -> float | None:
-        return self.passed / self.judged if self.judged else None
 
 
 def bin_label(index: int, bins: int = SCORE_BINS) -> str:
@@ -87,18 +64,6 @@ def score_distribution(criteria: Mapping[str, ScoreBins]) -> go.Figure:
     return fig
 
 
-def nice_step(span: float, target_bins: int = 20) -> float:
-    """A bin width of 1, 2 or 5 times a power of ten giving about `target_bins` bins."""
-    if span <= 0:
-        return 0.1
-    raw = span / target_bins
-    power = 10 ** math.floor(math.log10(raw))
-    for factor in (1, 2, 5, 10):
-        if raw <= factor * power:
-            return factor * power
-    return 10 * power  # pragma: no cover - the loop always returns
-
-
 def latency_histogram(width: float, counts: Sequence[int], *, p50: float | None = None,
                       p95: float | None = None) -> go.Figure:
     """Cases per latency bin (bin i covers [i*width, (i+1)*width) seconds), with the p50 and
@@ -138,19 +103,3 @@ def pass_rate_by_tag(rates: Sequence[TagRate]) -> go.Figure:
     fig.update_xaxes(axis(range=[0, 1], tickformat=".0%", dtick=0.25))
     fig.update_yaxes(axis(showgrid=False, type="category"))
     return fig
-
-
-def sparkline_points(values: Sequence[float | None], *, width: float = 96, height: float = 22,
-                     pad: float = 2) -> str:
-    """SVG polyline points for pass rates (0-1) oldest first; gaps (None) are skipped. The
-    y axis is fixed at 0-1 so two sparklines can be compared by eye."""
-    known = [(i, v) for i, v in enumerate(values) if v is not None]
-    if not known:
-        return ""
-    step = (width - 2 * pad) / max(1, len(values) - 1)
-    points = []
-    for i, v in known:
-        x = pad + i * step if len(values) > 1 else width / 2
-        y = pad + (1 - max(0.0, min(1.0, v))) * (height - 2 * pad)
-        points.append(f"{x:.1f},{y:.1f}")
-    return " ".join(points)

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from evaluations.api.auth import token_create, token_revoke
+from evaluations.accounts.tokens import token_create, token_revoke
 from evaluations.models import ApiToken
 from evaluations.web.views.common import current_project
 

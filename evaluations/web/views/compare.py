@@ -26,10 +26,11 @@ from django.utils.cache import patch_vary_headers
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
-from evaluations.api.converters import MAX_ID
+from evaluations.converters import MAX_ID
 from evaluations.models import Run, Triage
 from evaluations.review import comparison
 from evaluations.review.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
+from evaluations.review.selectors import Walk, case_link, label_of, run_label
 from evaluations.review.triage import triage_by_case, triage_stamp_annotations
 from evaluations.runs import exports
 from evaluations.runs.selectors import runs_visible_to
@@ -65,52 +66,12 @@ def parse_id(value: str | None) -> int | None:
     return number if number is not None and 0 < number <= MAX_ID else None
 
 
-def run_label(run: Run) -> str:
-    """`#12 nightly · gpt-x · main@abc1234`: the run and the labels that tell runs apart."""
-    return label_of(run.pk, run.name, run.model, run.branch, run.git_commit)
 
 
-def label_of(pk: int, name: str, model: str, branch: str, git_commit: str) -> str:
-    parts = [f"#{pk}" + (f" {name}" if name else "")]
-    if model:
-        parts.append(model)
-    if branch or git_commit:
-        parts.append(f"{branch}@{git_commit[:7]}" if branch and git_commit else branch or git_commit[:7])
-    return " · ".join(parts)
 
 
-@dataclass(frozen=True)
-class Walk:
-    """The comparison a drill-down belongs to, as URL parameters that travel with it."""
-
-    baseline: int
-    candidate: int
-    status: str
-    q: str
-
-    def query(self) -> str:
-        params: dict[str, Any] = {"baseline": self.baseline, "status": self.status}
-        if self.q:
-            params["q"] = self.q
-        return "?" + urlencode(params)
-
-    def compare_url(self, page: int = 1) -> str:
-        params: dict[str, Any] = {"baseline": self.baseline, "candidate": self.candidate, "status": self.status}
-        if self.q:
-            params["q"] = self.q
-        if page > 1:
-            params["page"] = page
-        return reverse("compare") + "?" + urlencode(params)
 
 
-def case_link(row: CaseRow, baseline: Run, candidate: Run, walk: Walk) -> str | None:
-    """A case's drill-down: the candidate's result with the comparison along; a case only
-    the baseline has opens the baseline's result on its own."""
-    if row.candidate_result is not None:
-        return reverse("run_case", args=[candidate.pk, row.candidate_result]) + walk.query()
-    if row.baseline_result is not None:
-        return reverse("run_case", args=[baseline.pk, row.baseline_result])
-    return None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
 
-from evaluations.api.auth import user_from_request_token
+from evaluations.accounts.tokens import user_from_request_token
 from evaluations.demo.agent import parse_faults, respond
 from evaluations.runs.targets.contract import TurnRequest
 

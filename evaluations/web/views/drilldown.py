@@ -42,21 +42,20 @@ from evaluations.evaluators.diffing import (
     MISSING,
     UNEXPECTED,
     AlignmentRow,
-    ArgRules,
     align,
     child_path,
 )
-from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOptions
 from evaluations.models import CaseResult, Run, Score, Span, Trace
 from evaluations.review import comparison
+from evaluations.review.selectors import Walk, run_label, trajectory_settings
 from evaluations.runs.services import native_case
 from evaluations.schemas.evalset import EvalCase as NativeCase
-from evaluations.schemas.evalset import EvalConfig, Invocation, MatchType, ToolCall
+from evaluations.schemas.evalset import Invocation, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from evaluations.web.charts import to_html
 from evaluations.web.charts.trace import WaterfallSpan, waterfall
 from evaluations.web.views.common import enter_project
-from evaluations.web.views.compare import CASES_PER_PAGE, FILTERS, Walk, parse_id, run_label, runs_visible_to
+from evaluations.web.views.compare import CASES_PER_PAGE, FILTERS, parse_id, runs_visible_to
 from evaluations.web.views.triage import panel_context
 
 # Beyond these sizes a diff would cost more than it shows: both texts are shown whole instead.
@@ -241,29 +240,6 @@ def diff_rows(rows: list[AlignmentRow]) -> list[DiffRow]:
     return out
 
 
-def trajectory_settings(config: dict[str, Any]) -> tuple[MatchType, ArgRules]:
-    """The match type and argument rules the run scored trajectories with, so the diff shows
-    what the score saw: `trajectory_match`'s, else ADK's `tool_trajectory_avg_score`'s, else
-    IN_ORDER with exact arguments."""
-    try:
-        parsed = EvalConfig.model_validate(config)
-    except ValidationError:
-        return MatchType.IN_ORDER, ArgRules()
-    for name, criterion in parsed.criteria.items():
-        if (criterion.evaluator or name) == "trajectory_match":
-            try:
-                options = TrajectoryOptions.model_validate(criterion.options)
-            except ValidationError:
-                continue
-            return options.match_type or criterion.match_type, options.rules()
-    for name, criterion in parsed.criteria.items():
-        if (criterion.evaluator or name) == "tool_trajectory_avg_score":
-            try:
-                adk = AdkTrajectoryOptions.model_validate(criterion.options)
-            except ValidationError:
-                continue
-            return adk.match_type or criterion.match_type, ArgRules(mode="ignore" if adk.ignore_args else "exact")
-    return MatchType.IN_ORDER, ArgRules()
 
 
 # --- The page -----------------------------------------------------------------------------

@@ -1,95 +1,42 @@
 """Project pages: members (admins manage them), the activity feed, and pinning a baseline.
 
-The write functions here are small services (keyword-only, atomic, each recording its audit
-event); the views check access and call one of them.
+The views check access and call one service (evaluations.accounts.services for members,
+evaluations.review.services for the baseline).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluations.audit import audit_record, project_activity
-from evaluations.models import AuditEvent, EvalSet, Membership, Project, Run
+from evaluations.accounts.services import (
+    MembershipError,
+    membership_add,
+    membership_change,
+    membership_remove,
+    user_find,
+)
+from evaluations.audit import project_activity
+from evaluations.models import Membership, Project, Run
+from evaluations.review.services import evalset_pin_baseline
 from evaluations.web.views.common import enter_project
-
-
-class MembershipError(Exception):
-    """A membership change that would break a rule (the message says which)."""
-
 
 # --- Services -----------------------------------------------------------------------------------
 
 
-def _other_admins(project: Project, user: Any) -> bool:
-    # Locks the project's admin rows, so two admins demoting each other at once cannot both win.
-    admins = (Membership.objects.select_for_update()
-              .filter(project=project, role=Membership.Role.ADMIN).exclude(user=user))
-    return bool(list(admins.values_list("pk", flat=True)))
 
 
-@transaction.atomic
-def membership_add(*, project: Project, user: Any, role: str, actor: Any) -> Membership:
-    if Membership.objects.filter(project=project, user=user).exists():
-        raise MembershipError(f"{user.get_username()} is already a member of {project.name}")
-    membership = Membership.objects.create(project=project, user=user, role=role)
-    audit_record(project=project, actor=actor, verb=AuditEvent.Verb.MEMBER_ADDED, obj=membership,
-                 summary=f"added {user.get_username()} as {membership.get_role_display().lower()}",
-                 data={"user": user.get_username(), "role": role})
-    return membership
 
 
-@transaction.atomic
-def membership_change(*, membership: Membership, role: str, actor: Any) -> bool:
-    """False when the role is already `role`."""
-    before = membership.role
-    if before == role:
-        return False
-    if before == Membership.Role.ADMIN and not _other_admins(membership.project, membership.user):
-        raise MembershipError("a project needs at least one admin: make someone else admin first")
-    membership.role = role
-    membership.save(update_fields=["role"])
-    audit_record(project=membership.project, actor=actor, verb=AuditEvent.Verb.MEMBER_CHANGED, obj=membership,
-                 summary=f"changed {membership.user.get_username()} from {before} to {role}",
-                 data={"user": membership.user.get_username(), "from": before, "to": role})
-    return True
 
 
-@transaction.atomic
-def membership_remove(*, membership: Membership, actor: Any) -> None:
-    if membership.role == Membership.Role.ADMIN and not _other_admins(membership.project, membership.user):
-        raise MembershipError("a project needs at least one admin: the last admin cannot be removed")
-    username = membership.user.get_username()
-    audit_record(project=membership.project, actor=actor, verb=AuditEvent.Verb.MEMBER_REMOVED, obj=membership,
-                 summary=f"removed {username} ({membership.role})", data={"user": username, "role": membership.role})
-    membership.delete()
 
 
-@transaction.atomic
-def evalset_pin_baseline(*, evalset: EvalSet, run: Run, actor: Any) -> bool:
-    """Make `run` the eval set's default baseline. False when it already is."""
-    locked = EvalSet.objects.select_for_update().get(pk=evalset.pk)
-    before = locked.baseline_run_id
-    if before == run.pk:
-        return False
-    locked.baseline_run = run
-    locked.save(update_fields=["baseline_run"])
-    was = f"run #{before}" if before else "none"
-    audit_record(project=locked.project, actor=actor, verb=AuditEvent.Verb.BASELINE_PINNED, obj=locked,
-                 summary=f"pinned run #{run.pk} ({run.name or 'unnamed'}) as the baseline of "
-                         f"{locked.display_name} (was {was})",
-                 data={"from": before, "to": run.pk})
-    return True
 
 
 # --- Views --------------------------------------------------------------------------------------
@@ -103,9 +50,6 @@ def _project_of_member(request: HttpRequest, slug: str) -> tuple[Project, str]:
     return project, role
 
 
-def _find_user(identifier: str) -> Any:
-    users = get_user_model().objects.filter(is_active=True)
-    return users.filter(Q(username__iexact=identifier) | Q(email__iexact=identifier)).order_by("pk").first()
 
 
 def _role(value: str) -> str:
@@ -143,7 +87,7 @@ def _members_action(request: HttpRequest, project: Project) -> None:
     action = request.POST.get("action", "")
     if action == "add":
         identifier = request.POST.get("user", "").strip()
-        user = _find_user(identifier) if identifier else None
+        user = user_find(identifier) if identifier else None
         if user is None:
             raise MembershipError(f"no active user with the username or email {identifier!r}")
         membership_add(project=project, user=user, role=_role(request.POST.get("role", "")), actor=request.user)

@@ -21,7 +21,8 @@ from evaluations.audit import object_history, record_run
 from evaluations.models import AuditEvent, Membership, Run
 from evaluations.runs import selectors
 from evaluations.runs import services as runs
-from evaluations.runs.forms import NewRunForm, config_text
+from evaluations.runs.forms import NewRunForm
+from evaluations.runs.selectors import config_text
 from evaluations.web.charts import to_html
 from evaluations.web.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
 from evaluations.web.views.common import current_project, enter_project

@@ -22,28 +22,14 @@ from django.views.decorators.http import require_GET
 
 from evaluations.models import CaseResult, EvalSet, Run
 from evaluations.review import comparison
+from evaluations.review.selectors import FAILING, TREND_RUNS, first_failing, run_label
 from evaluations.web.charts import to_html
 from evaluations.web.charts.compare import HeatmapRow, TrendPoint, case_heatmap, latency_trend, pass_rate_trend
 from evaluations.web.views.common import enter_project
-from evaluations.web.views.compare import run_label
 
-TREND_RUNS = 30
 CASES_PER_PAGE = 50
-FAILING = (comparison.FAIL, comparison.ERROR)
 
 
-def first_failing(cells: list[str]) -> int | None:
-    """The run (index, oldest first) where the case's current failing streak began, or None
-    when it passes in its latest run. Runs without the case neither break nor start a streak;
-    mixed repeats (flaky) break it: they are not a clean failure."""
-    start: int | None = None
-    for index, cell in enumerate(cells):
-        if cell in FAILING:
-            if start is None:
-                start = index
-        elif cell != "none":
-            start = None
-    return start
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Path converters for API URLs."""
+"""Path converters and id bounds shared by the pages and the API."""
 
 from __future__ import annotations
 
