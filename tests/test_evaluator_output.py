@@ -449,6 +449,22 @@ class TestUiPathJsonSimilarity:
         assert "target output key 'result' not found in the actual output" in result.error
 
 
+class TestUiPathRefusals:
+    """Where UiPath itself fails, the score records why, with no number (UiPath's own run shows
+    an error result there)."""
+
+    def test_a_bare_number_output_is_not_scored(self) -> None:
+        result = uipath_score(UiPathExactMatchEvaluator(), uipath_config("exact-match.json"), None, 5)
+        assert (result.score, result.passed) == (None, None)
+        assert result.error == "UiPath evaluates an object or a string output, not int (5)"
+
+    def test_an_expected_output_that_is_neither_object_nor_string_is_not_scored(self) -> None:
+        result = uipath_score(UiPathJsonSimilarityEvaluator(), uipath_config("json-similarity.json"),
+                              {"expectedOutput": [5]}, {"result": 5})
+        assert result.score is None
+        assert "expectedOutput must be an object or a string, not list" in result.error
+
+
 class TestUiPathLineByLine:
     def test_a_dict_holding_the_target_key_again_is_read_under_it_again(self) -> None:
         cfg = uipath_config("exact-match.json", lineByLineEvaluator=True)

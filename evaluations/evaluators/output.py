@@ -593,6 +593,16 @@ def _uipath_expected_output(criteria: dict[str, Any]) -> Any:
     raise Unscorable("the criterion has no expectedOutput")
 
 
+def _uipath_output_criterion(criteria: dict[str, Any]) -> Any:
+    """The `expectedOutput` of a current UiPath output evaluator: UiPath's
+    `OutputEvaluationCriteria` accepts an object or a string only."""
+    value = _uipath_expected_output(criteria)
+    if not isinstance(value, (dict, str)):
+        raise Unscorable(f"expectedOutput must be an object or a string, not {type(value).__name__} "
+                         "(UiPath's OutputEvaluationCriteria)")
+    return value
+
+
 def uipath_target(value: Any, path: str, side: str) -> Any:
     """UiPath's `_get_actual_output` / `_get_expected_output`: a missing key is an error."""
     if path == "*":
@@ -630,6 +640,11 @@ class _UiPathEvaluator(Evaluator):
         if criteria is NOT_SCORED:
             return []
         actual = uipath_actual(output)
+        if not isinstance(actual, (dict, str)):
+            # UiPath's WorkloadExecution takes an object or a string: it raises on anything else.
+            return [ScoreResult(criterion=criterion, score=None, passed=None, threshold=threshold,
+                                error=f"UiPath evaluates an object or a string output, not {type(actual).__name__} "
+                                      f"({str(actual)[:40]})")]
         return [turn_result(criterion, -1, threshold, lambda: self.evaluate(criteria, actual, options),
                             level=Level.CONVERSATION)]
 
@@ -677,7 +692,7 @@ class UiPathExactMatchEvaluator(_UiPathEvaluator):
     name = "uipath-exact-match"
 
     def evaluate(self, criteria: dict[str, Any], actual: Any, options: UiPathOutputOptions) -> Comparison:
-        expected = uipath_target(_uipath_expected_output(criteria), options.target_output_key, "expected")
+        expected = uipath_target(_uipath_output_criterion(criteria), options.target_output_key, "expected")
         actual = uipath_target(actual, options.target_output_key, "actual")
         if options.line_by_line_evaluator:
             return _uipath_lines(expected, actual, options,
@@ -721,7 +736,7 @@ class UiPathJsonSimilarityEvaluator(_UiPathEvaluator):
     Options = UiPathJsonOptions
 
     def evaluate(self, criteria: dict[str, Any], actual: Any, options: UiPathJsonOptions) -> Comparison:
-        expected = uipath_target(_uipath_expected_output(criteria), options.target_output_key, "expected")
+        expected = uipath_target(_uipath_output_criterion(criteria), options.target_output_key, "expected")
         actual = uipath_target(actual, options.target_output_key, "actual")
         score, matched, total = json_similarity(expected, actual)
         return Comparison(score, {"expected": str(expected), "actual": str(actual),
@@ -763,17 +778,19 @@ def _legacy_line_by_line(criteria: dict[str, Any], actual: Any, options: UiPathL
     actual_lines = split_lines(_uipath_line_text(actual, key), options.line_delimiter)
     expected_lines = split_lines(_uipath_line_text(expected, key), options.line_delimiter)
     scores: list[float] = []
+    raw: list[float] = []  # on the evaluator's own scale (0-100 for JSON similarity), averaged as UiPath does
     details: list[dict[str, Any]] = []
     for number in range(max(len(actual_lines), len(expected_lines))):
         a = actual_lines[number] if number < len(actual_lines) else ""
         e = expected_lines[number] if number < len(expected_lines) else ""
         line = evaluate({**criteria, "expectedOutput": _wrap_line(e, key)}, _wrap_line(a, key), options)
         scores.append(line.score)
-        details.append({"line_number": number + 1, "expected": e, "actual": a, "score": line.score})
+        raw.append(line.raw_value if line.raw_value is not None else line.score)
+        details.append({"line_number": number + 1, "expected": e, "actual": a, "score": raw[-1]})
     score = sum(scores) / len(scores) if scores else 0.0
     return Comparison(score, {"expected": str(expected), "actual": str(actual), "line_by_line_results": details,
                               "total_lines_actual": len(actual_lines), "total_lines_expected": len(expected_lines),
-                              "aggregation_method": "average"})
+                              "aggregation_method": "average"}, raw_value=sum(raw) / len(raw) if raw else 0.0)
 
 
 @register
