@@ -22,6 +22,7 @@ from evaluations import selectors_runs as selectors
 from evaluations.audit import object_history, record_run
 from evaluations.charts import to_html
 from evaluations.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
+from evaluations.evaluators.parity import parity_notes
 from evaluations.forms_runs import NewRunForm, config_text
 from evaluations.models import AuditEvent, Membership, Run
 from evaluations.views.common import current_project, enter_project
@@ -223,7 +224,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         response = render(request, "evaluations/runs/detail.html",
                           {"page": page, "run": page.run, "table": page.table, "charts": charts,
                            "pinned": run.evalset_version.evalset.baseline_run_id == run.pk,
-                           "can_admin": role == Membership.Role.ADMIN, "history": object_history(run)})
+                           "can_admin": role == Membership.Role.ADMIN, "history": object_history(run),
+                           "parity_notes": parity_notes(run.config)})
     patch_vary_headers(response, ["HX-Request"])
     return response
 
