@@ -30,14 +30,15 @@ make_venv() {  # interpreter, folder, requirements file
 make_venv "$LIBS_PYTHON" .differential/py311 requirements-differential.txt
 export EVALSITE_DIFFERENTIAL_PYTHON=$PWD/.differential/py311/bin/python
 
-py312=${PYTHON312:-}
-if [ -z "$py312" ]; then
-  py312=$(command -v python3.12 || true)
-fi
-if [ -z "$py312" ] && [ -d "${PYENV_ROOT:-$HOME/.pyenv}/versions" ]; then
-  py312=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12.*/bin/python 2>/dev/null | sort -V | tail -n 1 || true)
-fi
-if [ -n "$py312" ] && [ -x "$py312" ]; then
+is_py312() {  # runs, and is Python 3.12 or newer (a pyenv shim without that version is not)
+  [ -n "$1" ] && "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1
+}
+py312=""
+for candidate in "${PYTHON312:-}" "$(command -v python3.12 || true)" \
+    $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9].*/bin/python 2>/dev/null | sort -V); do
+  if is_py312 "$candidate"; then py312=$candidate; break; fi
+done
+if [ -n "$py312" ]; then
   make_venv "$py312" .differential/py312 requirements-differential-py312.txt
   export EVALSITE_DIFFERENTIAL_PYTHON312=$PWD/.differential/py312/bin/python
 else
