@@ -51,7 +51,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 from xml.etree import ElementTree as ET
 
 __all__ = [
@@ -877,6 +877,8 @@ class Outcome:
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """The `eval` command's options (`manage.py eval` has the same)."""
     parser.add_argument("evalset", metavar="EVALSET", help="eval-set file, zip or folder, or an eval set id")
+    parser.add_argument("--evalset", dest="evalset_id", metavar="ID",
+                        help="the eval set to evaluate when EVALSET (a folder or zip) holds several")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--outputs", metavar="FILE", help="agent outputs (JSON or JSONL, or ADK result files)")
     source.add_argument("--target", metavar="URL_OR_CALLABLE",
@@ -960,6 +962,35 @@ def input_overrides_option(options: Mapping[str, Any]) -> dict[str, Any]:
     return overrides
 
 
+T = TypeVar("T")
+
+ADK_TEST_CONFIG = "test_config.json"
+
+
+def with_test_config(ref: str) -> list[str]:
+    """An eval-set file and, as ADK's AgentEvaluator reads it, the `test_config.json` beside
+    it (the ADK reader makes it the eval set's default config; other formats ignore it)."""
+    path = Path(ref)
+    sibling = path.with_name(ADK_TEST_CONFIG)
+    if path.is_file() and path.name != ADK_TEST_CONFIG and sibling.is_file():
+        return [ref, str(sibling)]
+    return [ref]
+
+
+def choose_evalset(ref: str, found: Sequence[tuple[str, T]], chosen: str | None) -> T:
+    """The eval set of an upload to evaluate: the one `--evalset` names, else the only one;
+    a usage error that lists them otherwise."""
+    ids = ", ".join(eval_set_id for eval_set_id, _ in found)
+    if chosen:
+        for eval_set_id, item in found:
+            if eval_set_id == chosen:
+                return item
+        raise UsageError(f"--evalset {chosen}: {ref} holds no eval set {chosen!r}; it holds {ids}")
+    if len(found) != 1:
+        raise UsageError(f"{ref} holds {len(found)} eval sets ({ids}): choose one with --evalset ID")
+    return found[0][1]
+
+
 def read_config(path: str) -> dict[str, Any]:
     """An evaluation config file as an AgentFlow EvalConfig document (an ADK
     test_config.json, criterion name -> threshold, becomes one). Whoever runs the evaluation
@@ -971,9 +1002,9 @@ def read_config(path: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise UsageError(f"--config {path} is not an evaluation config: give a JSON object with `criteria`")
     criteria = doc.get("criteria")
-    if isinstance(criteria, dict) and all(isinstance(v, int | float) and not isinstance(v, bool)
-                                          for v in criteria.values()):
-        doc = {**doc, "criteria": {name: {"threshold": float(v)} for name, v in criteria.items()}}
+    if isinstance(criteria, dict):  # ADK's thresholds given as bare numbers, some or all
+        doc = {**doc, "criteria": {name: {"threshold": float(v)} if isinstance(v, int | float)
+                                   and not isinstance(v, bool) else v for name, v in criteria.items()}}
     return doc
 
 
@@ -1061,10 +1092,8 @@ def remote_outcome(options: dict[str, Any], out: Writer, err: Writer) -> Outcome
 def _remote_evalset(client: Client, options: Mapping[str, Any], out: Writer) -> EvalSet:
     ref = options["evalset"]
     if Path(ref).exists():
-        uploaded = client.upload_evalsets(ref, project=options["project"])
-        if len(uploaded) != 1:
-            raise UsageError(f"{ref} holds {len(uploaded)} eval sets; pass one")
-        evalset = uploaded[0]
+        uploaded = client.upload_evalsets(with_test_config(ref), project=options["project"])
+        evalset = choose_evalset(ref, [(e.eval_set_id, e) for e in uploaded], options.get("evalset_id"))
         _say(out, f"eval set {evalset.eval_set_id} v{evalset.version} "
                   f"({'uploaded' if evalset.created else 'unchanged'}, {evalset.case_count} cases)")
         return evalset

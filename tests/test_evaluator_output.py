@@ -437,9 +437,47 @@ class TestUiPathJsonSimilarity:
                               {"result": 4.0, "operator": "plus", "operands": [2], "ok": True})
         assert result.score == pytest.approx(0.56)
 
-    def test_an_answer_given_as_json_text_is_read_as_json(self) -> None:
+    def test_an_answer_given_as_json_text_is_a_string_as_in_uipath(self) -> None:
+        # UiPath never parses the agent's output: a string against an object shares no leaf.
         cfg = uipath_config("json-similarity.json")
-        assert uipath_score(UiPathJsonSimilarityEvaluator(), cfg, None, '{"result": 5.0}').score == 1.0
+        assert uipath_score(UiPathJsonSimilarityEvaluator(), cfg, None, '{"result": 5.0}').score == 0.0
+        assert uipath_score(UiPathJsonSimilarityEvaluator(), cfg, None, {"result": 5.0}).score == 1.0
+
+    def test_json_text_under_a_target_key_is_not_found_as_in_uipath(self) -> None:
+        result = uipath_score(UiPathExactMatchEvaluator(), uipath_config("exact-match.json"), None, '{"result": "5.0"}')
+        assert (result.score, result.passed) == (None, None)
+        assert "target output key 'result' not found in the actual output" in result.error
+
+
+class TestUiPathRefusals:
+    """Where UiPath itself fails, the score records why, with no number (UiPath's own run shows
+    an error result there)."""
+
+    def test_a_bare_number_output_is_not_scored(self) -> None:
+        result = uipath_score(UiPathExactMatchEvaluator(), uipath_config("exact-match.json"), None, 5)
+        assert (result.score, result.passed) == (None, None)
+        assert result.error == "UiPath evaluates an object or a string output, not int (5)"
+
+    def test_an_expected_output_that_is_neither_object_nor_string_is_not_scored(self) -> None:
+        result = uipath_score(UiPathJsonSimilarityEvaluator(), uipath_config("json-similarity.json"),
+                              {"expectedOutput": [5]}, {"result": 5})
+        assert result.score is None
+        assert "expectedOutput must be an object or a string, not list" in result.error
+
+
+class TestUiPathLineByLine:
+    def test_a_dict_holding_the_target_key_again_is_read_under_it_again(self) -> None:
+        cfg = uipath_config("exact-match.json", lineByLineEvaluator=True)
+        nested = {"result": {"result": "a\nb\nc"}}
+        result = uipath_score(UiPathExactMatchEvaluator(), cfg, {"expectedOutput": {"result": "a\nB\nx"}}, nested)
+        assert result.score == pytest.approx(2 / 3)  # case-insensitive: a, b match; c != x
+        assert [d["actual"] for d in result.justification["line_by_line_results"]] == ["a", "b", "c"]
+
+    def test_contains_line_by_line_reads_the_nested_key_too(self) -> None:
+        cfg = uipath_config("contains.json", lineByLineEvaluator=True, targetOutputKey="result")
+        result = uipath_score(UiPathContainsEvaluator(), cfg, {"searchText": "ok"},
+                              {"result": {"result": "ok 1\n\nnot here\nOK 3"}})
+        assert result.score == pytest.approx(2 / 3)  # the blank line is dropped, as UiPath drops it
 
 
 class TestUiPathLegacy:
@@ -475,6 +513,29 @@ class TestUiPathLegacy:
         result = self.run(imported, "equality-with-target-key", {"value": 99})
         assert result.score == 1.0
         assert result.justification == {"expected": "{}", "actual": "{}"}
+
+    def test_a_null_or_empty_output_is_an_empty_object_as_in_uipath(self, imported: Any) -> None:
+        # UiPath's eval runtime passes `output or {}`: the key is missing on the actual side,
+        # so it compares {} with {} and matches.
+        for empty in (None, "", {}, []):
+            assert self.run(imported, "equality-with-target-key", empty).score == 1.0
+        assert self.run(imported, "equality", None).score == 0.0  # {} against {"result": 2.0}
+
+    def test_line_by_line_scores_the_share_of_matching_lines(self, imported: Any) -> None:
+        c, criteria = imported
+        cfg = criteria["equality-with-target-key"].model_copy(
+            update={"options": {**criteria["equality-with-target-key"].options, "lineByLineEvaluation": True}})
+        legacy_case = c.model_copy(update={"criteria": {"equality-with-target-key": {
+            "expectedOutput": {"result": "Line 1\nLine 2\nLine 3"}, "expectedAgentBehavior": ""}}})
+        [result] = UiPathLegacyExactMatchEvaluator().score(
+            legacy_case, output({"result": "Line 1\nLine 2 changed\nLine 3"}), cfg, "equality-with-target-key")
+        assert result.score == pytest.approx(2 / 3)
+        assert [d["score"] for d in result.justification["line_by_line_results"]] == [1.0, 0.0, 1.0]
+        # The key missing from the output: its whole text is split instead (one line, no match).
+        [result] = UiPathLegacyExactMatchEvaluator().score(
+            legacy_case, output({"other": "Line 1"}), cfg, "equality-with-target-key")
+        assert result.score == 0.0
+        assert result.justification["total_lines_actual"] == 1
 
     def test_legacy_json_similarity_keeps_the_0_to_100_value_as_raw(self, imported: Any) -> None:
         result = self.run(imported, "json-similarity", {"result": 1.5})

@@ -15,7 +15,6 @@ from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.evaluators.rouge import (
     ResponseMatchEvaluator,
     ResponseMatchScoreEvaluator,
-    is_latin_script,
     rouge_1,
 )
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MessageContent
@@ -112,11 +111,24 @@ class TestRougeNumbers:
         assert rouge_1("something", "")[2] == 0.0
         assert rouge_1("", "")[2] == 0.0
 
-    def test_latin_script_detection_follows_adk(self) -> None:
-        assert is_latin_script("Hello, café")
-        assert is_latin_script("123 !!")  # no letters: Latin
-        assert not is_latin_script("สวัสดีครับ")
-        assert not is_latin_script("こんにちは world")  # 5 of 10 letters Latin is not more than half
+    def test_cjk_characters_are_tokens_as_in_adk_2_13(self) -> None:
+        # 10 characters each, 8 shared (晴れ vs 曇り): F = 0.8 in google-adk 2.13.
+        assert rouge_1("東京の天気は曇りです", "東京の天気は晴れです")[2] == pytest.approx(0.8)
+
+    def test_non_ascii_words_stay_whole_and_count(self) -> None:
+        # An appended Cyrillic sentence lowers precision: 6 of 11 candidate tokens match.
+        precision, recall, fmeasure = rouge_1("The weather in Paris is sunny. Погода в Париже солнечная сегодня",
+                                              "The weather in Paris is sunny.")
+        assert (precision, recall) == (pytest.approx(6 / 11), 1.0)
+        assert fmeasure == pytest.approx(12 / 17)
+        assert rouge_1("Zürich", "zürich")[2] == 1.0
+        assert rouge_1("sént", "sent")[2] == 0.0  # non-ASCII words are neither folded nor stemmed
+
+    def test_nfkc_normalises_ligatures_and_full_width_digits(self) -> None:
+        assert rouge_1("\ufb01ne \uff12\uff10\uff12\uff14", "fine 2024")  # "ﬁ" ligature, full-width digits[2] == 1.0
+
+    def test_ascii_words_are_still_stemmed_beside_non_latin_text(self) -> None:
+        assert rouge_1("rolling 東京", "rolled 東京")[2] == 1.0
 
 
 class TestAlignment:

@@ -23,6 +23,8 @@ base._BUILTIN_MODULES.extend([
     "evaluations.evaluators.judge",
     "evaluations.evaluators.performance",
     "evaluations.evaluators.nodes",
+    "evaluations.evaluators.deepeval",
+    "evaluations.evaluators.agentflow",
 ])
 
 __all__ = [

@@ -577,11 +577,13 @@ def uipath_criteria(case: EvalCase, criterion: str, options: UiPathOptions) -> A
 
 
 def uipath_actual(output: AgentOutput) -> Any:
-    """The agent output UiPath evaluates: the last final response (JSON text read as JSON)."""
+    """The agent output UiPath evaluates: the last final response, as it is (a string holding
+    JSON stays a string, as in UiPath); a falsy one (none, "", {}, 0) is `{}`, as UiPath's eval
+    runtime passes `output or {}` to every evaluator."""
     for turn in reversed(output.turns):
         if turn.final_response is not None:
-            return as_structured(actual_value(turn.final_response))
-    return None
+            return actual_value(turn.final_response) or {}
+    return {}
 
 
 def _uipath_expected_output(criteria: dict[str, Any]) -> Any:
@@ -589,6 +591,16 @@ def _uipath_expected_output(criteria: dict[str, Any]) -> Any:
         if key in criteria:
             return criteria[key]
     raise Unscorable("the criterion has no expectedOutput")
+
+
+def _uipath_output_criterion(criteria: dict[str, Any]) -> Any:
+    """The `expectedOutput` of a current UiPath output evaluator: UiPath's
+    `OutputEvaluationCriteria` accepts an object or a string only."""
+    value = _uipath_expected_output(criteria)
+    if not isinstance(value, (dict, str)):
+        raise Unscorable(f"expectedOutput must be an object or a string, not {type(value).__name__} "
+                         "(UiPath's OutputEvaluationCriteria)")
+    return value
 
 
 def uipath_target(value: Any, path: str, side: str) -> Any:
@@ -628,6 +640,11 @@ class _UiPathEvaluator(Evaluator):
         if criteria is NOT_SCORED:
             return []
         actual = uipath_actual(output)
+        if not isinstance(actual, (dict, str)):
+            # UiPath's WorkloadExecution takes an object or a string: it raises on anything else.
+            return [ScoreResult(criterion=criterion, score=None, passed=None, threshold=threshold,
+                                error=f"UiPath evaluates an object or a string output, not {type(actual).__name__} "
+                                      f"({str(actual)[:40]})")]
         return [turn_result(criterion, -1, threshold, lambda: self.evaluate(criteria, actual, options),
                             level=Level.CONVERSATION)]
 
@@ -635,9 +652,19 @@ class _UiPathEvaluator(Evaluator):
         raise NotImplementedError
 
 
-def _uipath_lines(expected: str, actual: str, options: UiPathOutputOptions,
+def _uipath_line_text(value: Any, key: str) -> str:
+    """UiPath's `split_into_lines` before splitting: a dict that holds the target key (again:
+    `{"result": {"result": "..."}}` after the key was resolved once) gives that key's value."""
+    if key != "*" and isinstance(value, dict) and key in value:
+        value = value[key]
+    return value if isinstance(value, str) else str(value)
+
+
+def _uipath_lines(expected: Any, actual: Any, options: UiPathOutputOptions,
                   line_match: Callable[[str, str], bool]) -> Comparison:
     """UiPath's `_evaluate_line_by_line`: per-line results averaged, 0 when there are none."""
+    expected = _uipath_line_text(expected, options.target_output_key)
+    actual = _uipath_line_text(actual, options.target_output_key)
     expected_lines = split_lines(expected, options.line_delimiter)
     actual_lines = split_lines(actual, options.line_delimiter)
     details: list[dict[str, Any]] = []
@@ -665,10 +692,10 @@ class UiPathExactMatchEvaluator(_UiPathEvaluator):
     name = "uipath-exact-match"
 
     def evaluate(self, criteria: dict[str, Any], actual: Any, options: UiPathOutputOptions) -> Comparison:
-        expected = uipath_target(_uipath_expected_output(criteria), options.target_output_key, "expected")
+        expected = uipath_target(_uipath_output_criterion(criteria), options.target_output_key, "expected")
         actual = uipath_target(actual, options.target_output_key, "actual")
         if options.line_by_line_evaluator:
-            return _uipath_lines(str(expected), str(actual), options,
+            return _uipath_lines(expected, actual, options,
                                  lambda e, a: _fold(e, options.case_sensitive) == _fold(a, options.case_sensitive))
         if isinstance(expected, str) or isinstance(actual, str):
             match = _fold(str(actual), options.case_sensitive) == _fold(str(expected), options.case_sensitive)
@@ -692,7 +719,7 @@ class UiPathContainsEvaluator(_UiPathEvaluator):
         actual = uipath_target(actual, options.target_output_key, "actual")
         if options.line_by_line_evaluator:
             needle = _fold(search, options.case_sensitive)
-            return _uipath_lines(search, str(actual), options,
+            return _uipath_lines(search, actual, options,
                                  lambda _e, a: needle in _fold(a, options.case_sensitive))
         haystack, needle = _fold(str(actual), options.case_sensitive), _fold(search, options.case_sensitive)
         match = (needle in haystack) != options.negated
@@ -709,7 +736,7 @@ class UiPathJsonSimilarityEvaluator(_UiPathEvaluator):
     Options = UiPathJsonOptions
 
     def evaluate(self, criteria: dict[str, Any], actual: Any, options: UiPathJsonOptions) -> Comparison:
-        expected = uipath_target(_uipath_expected_output(criteria), options.target_output_key, "expected")
+        expected = uipath_target(_uipath_output_criterion(criteria), options.target_output_key, "expected")
         actual = uipath_target(actual, options.target_output_key, "actual")
         score, matched, total = json_similarity(expected, actual)
         return Comparison(score, {"expected": str(expected), "actual": str(actual),
@@ -727,16 +754,59 @@ def _legacy_resolve(value: Any, path: str) -> tuple[Any, bool]:
         return value, False
 
 
+class UiPathLegacyOptions(UiPathOptions):
+    line_by_line_evaluation: bool = False
+    line_delimiter: str = "\n"
+
+
+def _wrap_line(line: str, key: str) -> Any:
+    return line if key == "*" else {key: line}
+
+
+def _legacy_line_by_line(criteria: dict[str, Any], actual: Any, options: UiPathLegacyOptions,
+                         evaluate: Callable[[dict[str, Any], Any, UiPathLegacyOptions], Comparison]) -> Comparison:
+    """UiPath's legacy `_evaluate_line_by_line` (`lineByLineEvaluation: true`): the actual
+    output's top-level `targetOutputKey` (the whole output when it is missing) and the whole
+    expected output, each read under the key again when it is a dict holding it, as text, split
+    on `lineDelimiter` with blank lines dropped; each pair of lines (a missing one is "")
+    scored by the evaluator itself with both lines wrapped as `{key: line}` (or bare under
+    "*"); the mean of the line scores, 0 with no lines."""
+    key = options.target_output_key or "*"
+    if key != "*" and isinstance(actual, dict) and key in actual:
+        actual = actual[key]
+    expected = _uipath_expected_output(criteria)
+    actual_lines = split_lines(_uipath_line_text(actual, key), options.line_delimiter)
+    expected_lines = split_lines(_uipath_line_text(expected, key), options.line_delimiter)
+    scores: list[float] = []
+    raw: list[float] = []  # on the evaluator's own scale (0-100 for JSON similarity), averaged as UiPath does
+    details: list[dict[str, Any]] = []
+    for number in range(max(len(actual_lines), len(expected_lines))):
+        a = actual_lines[number] if number < len(actual_lines) else ""
+        e = expected_lines[number] if number < len(expected_lines) else ""
+        line = evaluate({**criteria, "expectedOutput": _wrap_line(e, key)}, _wrap_line(a, key), options)
+        scores.append(line.score)
+        raw.append(line.raw_value if line.raw_value is not None else line.score)
+        details.append({"line_number": number + 1, "expected": e, "actual": a, "score": raw[-1]})
+    score = sum(scores) / len(scores) if scores else 0.0
+    return Comparison(score, {"expected": str(expected), "actual": str(actual), "line_by_line_results": details,
+                              "total_lines_actual": len(actual_lines), "total_lines_expected": len(expected_lines),
+                              "aggregation_method": "average"}, raw_value=sum(raw) / len(raw) if raw else 0.0)
+
+
 @register
 class UiPathLegacyExactMatchEvaluator(_UiPathEvaluator):
     """UiPath's `LegacyExactMatchEvaluator`: canonical JSON equality (sorted keys, numbers as
     floats, case-sensitive). With a `targetOutputKey` and two objects, the key is compared; when
-    either side lacks it, UiPath compares `{}` with `{}`, which matches: kept as UiPath does."""
+    either side lacks it, UiPath compares `{}` with `{}`, which matches: kept as UiPath does.
+    `lineByLineEvaluation` scores the share of matching lines (`_legacy_line_by_line`)."""
 
     name = "uipath-legacy-exact-match"
-    Options = UiPathOptions
+    Options = UiPathLegacyOptions
 
-    def evaluate(self, criteria: dict[str, Any], actual: Any, options: UiPathOptions) -> Comparison:
+    def evaluate(self, criteria: dict[str, Any], actual: Any, options: UiPathLegacyOptions) -> Comparison:
+        if options.line_by_line_evaluation:
+            return _legacy_line_by_line(criteria, actual, options.model_copy(update={"line_by_line_evaluation": False}),
+                                        self.evaluate)
         expected = _uipath_expected_output(criteria)
         path = options.target_output_key
         if path and path != "*" and isinstance(actual, dict) and isinstance(expected, dict):
@@ -755,9 +825,12 @@ class UiPathLegacyJsonSimilarityEvaluator(_UiPathEvaluator):
     missing on either side compares `{}` on that side."""
 
     name = "uipath-legacy-json-similarity"
-    Options = UiPathOptions
+    Options = UiPathLegacyOptions
 
-    def evaluate(self, criteria: dict[str, Any], actual: Any, options: UiPathOptions) -> Comparison:
+    def evaluate(self, criteria: dict[str, Any], actual: Any, options: UiPathLegacyOptions) -> Comparison:
+        if options.line_by_line_evaluation:
+            return _legacy_line_by_line(criteria, actual, options.model_copy(update={"line_by_line_evaluation": False}),
+                                        self.evaluate)
         expected = _uipath_expected_output(criteria)
         path = options.target_output_key
         if path and path != "*":

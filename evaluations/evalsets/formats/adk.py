@@ -876,6 +876,19 @@ class AdkReader:
                              companions_used=used, default_config=config, warnings=warnings)
 
 
+def read_test_config(file: SourceFile) -> tuple[EvalConfig | None, list[Problem], list[str]]:
+    """A file in the shape of ADK's `test_config.json` (thresholds as numbers or objects,
+    `match_type`, `ignore_args`, `judge_model_options`, rubrics, `custom_metrics`,
+    `user_simulator_config`) as the native EvalConfig, as a `test_config.json` beside an
+    eval set is read: (config or None, problems, warnings)."""
+    warnings: list[str] = []
+    converter = _Converter(file)
+    data = converter.eval_config(file.json, warnings)
+    problems = converter.problems()
+    config = None if converter.errors else _validate(EvalConfig.model_validate, data, file, problems)
+    return config, problems, warnings
+
+
 def _validate(validate: Callable[[Any], Any], data: dict[str, Any], file: SourceFile,
               problems: list[Problem]) -> Any:
     """The native model, or None with problems appended. The conversion checks every field

@@ -44,12 +44,14 @@ from evaluations.client import (
     Outcome,
     UsageError,
     add_eval_arguments,
+    choose_evalset,
     eval_ids_option,
     input_overrides_option,
     progress_line,
     run_eval,
+    with_test_config,
 )
-from evaluations.evalsets.formats import EvalSetImportError, files_from_paths
+from evaluations.evalsets.formats import EvalSetImportError, SourceFile, adk, files_from_paths
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG, evalset_import
 from evaluations.models import AuditEvent, CaseResult, Project, Run, Score
 from evaluations.models import EvalSet as EvalSetModel
@@ -82,7 +84,7 @@ class Command(BaseCommand):
     def _run_here(self, options: dict[str, Any]) -> Outcome:
         slug = options["project"] or DEFAULT_PROJECT_SLUG
         project, _ = Project.objects.get_or_create(slug=slug, defaults={"name": slug.title()})
-        version = self._version(project, options["evalset"])
+        version = self._version(project, options["evalset"], options.get("evalset_id"))
         baseline_ref = options["baseline"]
         if baseline_ref and baseline_ref != "pinned":
             # Checked before any work: a wrong baseline is a usage error, not a wasted run.
@@ -145,12 +147,10 @@ class Command(BaseCommand):
             self.stdout.write(f"report written to {options['output_file']}")
         return outcome
 
-    def _version(self, project: Project, ref: str) -> Any:
+    def _version(self, project: Project, ref: str, chosen: str | None = None) -> Any:
         if Path(ref).exists():
-            outcomes = evalset_import(project=project, files=files_from_paths([ref]))
-            if len(outcomes) != 1:
-                raise UsageError(f"{ref} holds {len(outcomes)} eval sets; pass one")
-            return outcomes[0].version
+            outcomes = evalset_import(project=project, files=files_from_paths(with_test_config(ref)))
+            return choose_evalset(ref, [(o.version.evalset.eval_set_id, o.version) for o in outcomes], chosen)
         evalset = (EvalSetModel.objects.filter(project=project, eval_set_id=ref)
                    .select_related("latest_version").first())
         if evalset is None or evalset.latest_version is None:
@@ -190,7 +190,19 @@ def _local_failures(run: Run, run_url: str) -> list[CaseFailure]:
 
 
 def _config(options: Mapping[str, Any]) -> EvalConfig:
+    """An AgentFlow EvalConfig, else anything ADK's test_config.json accepts (read as a
+    test_config.json beside an eval set is)."""
     try:
         return EvalConfig.model_validate(options["config_doc"])
     except ValidationError as exc:
-        raise UsageError(f"--config {options['config']} is not an evaluation config: {exc}") from None
+        native = exc
+    path = Path(options["config"])
+    try:
+        config, problems, _warnings = adk.read_test_config(SourceFile(path.name, path.read_bytes()))
+    except (OSError, EvalSetImportError):
+        config, problems = None, []
+    if config is not None and not problems:
+        return config
+    adk_problems = "; ".join(str(p) for p in problems[:5])
+    raise UsageError(f"--config {options['config']} is not an evaluation config: {native}"
+                     + (f"\nnor an ADK test_config.json: {adk_problems}" if adk_problems else "")) from None

@@ -18,6 +18,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.audit import object_history, record_run
+from evaluations.evaluators.parity import parity_notes
 from evaluations.models import AuditEvent, Membership, Run
 from evaluations.runs import selectors
 from evaluations.runs import services as runs
@@ -224,7 +225,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         response = render(request, "evaluations/runs/detail.html",
                           {"page": page, "run": page.run, "table": page.table, "charts": charts,
                            "pinned": run.evalset_version.evalset.baseline_run_id == run.pk,
-                           "can_admin": role == Membership.Role.ADMIN, "history": object_history(run)})
+                           "can_admin": role == Membership.Role.ADMIN, "history": object_history(run),
+                           "parity_notes": parity_notes(run.config)})
     patch_vary_headers(response, ["HX-Request"])
     return response
 

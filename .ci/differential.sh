@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# CI step: the differential tests (tests/differential/) — evalsite's ADK, UiPath, DeepEval and
+# AgentFlow criteria against those tools' own libraries on generated outputs, offline.
+# The libraries get venvs of their own under .differential/ (git-ignored), never evalsite's:
+#   .differential/py311  google-adk, uipath, deepeval (requirements-differential.txt)
+#   .differential/py312  10xscale-agentflow, which needs Python >= 3.12
+#                        (requirements-differential-py312.txt)
+# Python 3.12 is taken from $PYTHON312, else `python3.12` on PATH, else pyenv's newest 3.12.
+# Without one, the AgentFlow tests are skipped with that reason (and this script says so);
+# everything else must run. The tests run with the caller's python (the CI venv, which has
+# requirements-dev.txt). Budget: under 5 minutes on 2 cores once the venvs exist.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+PYTHON=${PYTHON:-python}
+LIBS_PYTHON=${PYTHON311:-python3}
+start=$(date +%s)
+
+make_venv() {  # interpreter, folder, requirements file
+  local stamp="$2/.requirements"
+  if [ -x "$2/bin/python" ] && cmp -s "$3" "$stamp"; then
+    return 0  # already holds exactly these pins
+  fi
+  rm -rf "$2"
+  "$1" -m venv "$2"
+  "$2/bin/pip" install -q -r "$3"
+  cp "$3" "$stamp"
+}
+
+make_venv "$LIBS_PYTHON" .differential/py311 requirements-differential.txt
+export EVALSITE_DIFFERENTIAL_PYTHON=$PWD/.differential/py311/bin/python
+
+is_py312() {  # runs, and is Python 3.12 or newer (a pyenv shim without that version is not)
+  [ -n "$1" ] && "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1
+}
+py312=""
+for candidate in "${PYTHON312:-}" "$(command -v python3.12 || true)" \
+    $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9].*/bin/python 2>/dev/null | sort -V); do
+  if is_py312 "$candidate"; then py312=$candidate; break; fi
+done
+if [ -n "$py312" ]; then
+  make_venv "$py312" .differential/py312 requirements-differential-py312.txt
+  export EVALSITE_DIFFERENTIAL_PYTHON312=$PWD/.differential/py312/bin/python
+else
+  reason="no Python 3.12 interpreter (set PYTHON312, put python3.12 on PATH, or install one with pyenv)"
+  echo "differential: the AgentFlow tests are skipped: $reason" >&2
+  export EVALSITE_DIFFERENTIAL_NO_PY312="$reason"
+fi
+echo "differential: venvs ready in $(( $(date +%s) - start ))s"
+
+EVALSITE_REQUIRE_DIFFERENTIAL=1 "$PYTHON" -m pytest -q -p no:cacheprovider tests/differential -rs
+echo "differential: done in $(( $(date +%s) - start ))s"

@@ -1,0 +1,421 @@
+"""Differential tests: evalsite's tool-named criteria against the tools' own libraries.
+
+Hypothesis generates agent outputs (non-ASCII text, empty and missing answers, repeated,
+swapped and extra calls, nested args, line-by-line text, JSON in strings, several turns) for
+the real eval sets in tests/data/realworld/ and for synthetic cases; each is scored by
+evalsite and by the library (tests/differential/bridge.py, run by the library's own venv),
+and any difference fails. Where the library raises, evalsite must record an error on the
+score (never a number, never a crash).
+
+The libraries live in venvs of their own, made by `.ci/differential.sh` (pinned in
+requirements-differential.txt): EVALSITE_DIFFERENTIAL_PYTHON is the interpreter with
+google-adk, uipath and deepeval; EVALSITE_DIFFERENTIAL_PYTHON312 the Python 3.12 one with
+10xscale-agentflow. Without them these tests are skipped with that reason, unless
+EVALSITE_REQUIRE_DIFFERENTIAL=1 (CI), where a missing venv is a failure.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evaluations.evalsets.formats.adk import reader as adk_reader
+from evaluations.evalsets.formats.base import SourceFile
+from evaluations.evaluators import get_evaluator_class
+from evaluations.evaluators.base import Level, ScoreResult
+from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MatchType, MessageContent, ToolCall
+from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
+from tests.conftest import REALWORLD
+
+BRIDGE = Path(__file__).with_name("bridge.py")
+REPO = Path(__file__).resolve().parents[2]
+SETTINGS = settings(max_examples=int(os.environ.get("EVALSITE_DIFFERENTIAL_EXAMPLES", "150")), derandomize=True,
+                    deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                          HealthCheck.function_scoped_fixture])
+
+
+# --- The libraries, through the bridge ------------------------------------------------------------
+
+
+class Bridge:
+    def __init__(self, python: str) -> None:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
+               "PYTHONIOENCODING": "utf-8", "NO_PROXY": "*", "HTTPS_PROXY": "http://127.0.0.1:9",
+               "HTTP_PROXY": "http://127.0.0.1:9"}  # nothing the libraries do here may reach a network
+        self.process = subprocess.Popen([python, str(BRIDGE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True, encoding="utf-8", env=env)
+
+    def __call__(self, kind: str, **request: Any) -> dict[str, Any]:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps({"kind": kind, **request}) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"the bridge ({kind}) exited"
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def _interpreter(variable: str, default: Path, what: str) -> str:
+    python = os.environ.get(variable) or (str(default) if default.exists() else "")
+    if python and Path(python).exists():
+        return python
+    reason = (f"{what} not installed: {variable} names no interpreter and {default.relative_to(REPO)} is absent "
+              f"(run .ci/differential.sh)")
+    if os.environ.get("EVALSITE_REQUIRE_DIFFERENTIAL") == "1" and not (
+            variable.endswith("312") and os.environ.get("EVALSITE_DIFFERENTIAL_NO_PY312")):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def libs() -> Iterator[Bridge]:
+    bridge = Bridge(_interpreter("EVALSITE_DIFFERENTIAL_PYTHON", REPO / ".differential/py311/bin/python",
+                                 "google-adk, uipath and deepeval"))
+    yield bridge
+    bridge.close()
+
+
+@pytest.fixture(scope="module")
+def agentflow() -> Iterator[Bridge]:
+    reason = os.environ.get("EVALSITE_DIFFERENTIAL_NO_PY312")
+    if reason:
+        pytest.skip(f"10xscale-agentflow 0.10.1 needs Python >= 3.12: {reason}")
+    bridge = Bridge(_interpreter("EVALSITE_DIFFERENTIAL_PYTHON312", REPO / ".differential/py312/bin/python",
+                                 "10xscale-agentflow (Python 3.12)"))
+    yield bridge
+    bridge.close()
+
+
+def evalsite(evaluator: str, case: EvalCase, output: AgentOutput, config: CriterionConfig,
+             criterion: str = "crit") -> list[ScoreResult]:
+    return get_evaluator_class(evaluator)().score(case, output, config, criterion)
+
+
+def overall(results: list[ScoreResult]) -> ScoreResult:
+    [result] = [r for r in results if r.applies_to is Level.CONVERSATION]
+    return result
+
+
+def same(ours: ScoreResult, theirs: dict[str, Any], context: Any, raw: bool = False) -> None:
+    """Equal scores (to the bit) and pass/fail; or the library raised and evalsite recorded an
+    error instead of a number. `raw`: the library's number is on its own scale (UiPath's legacy
+    JSON similarity, 0-100), which evalsite keeps as the raw value."""
+    if "raises" in theirs:
+        assert ours.score is None and ours.error, f"{context!r}: {theirs['raises']!r}, evalsite {ours!r}"
+        return
+    score = theirs["score"]
+    expected = score["score"] if isinstance(score, dict) else score
+    assert ours.error == "", f"{context!r}: evalsite {ours.error!r}, the library {expected!r}"
+    assert (ours.raw_value if raw else ours.score) == expected, f"{context!r}: evalsite {ours!r}, the library {expected!r}"
+    if isinstance(score, dict) and "passed" in score:
+        assert ours.passed is score["passed"], (context, ours.passed, score)
+
+
+# --- What the outputs are made of -----------------------------------------------------------------
+
+WORDS = ["the", "weather", "in", "Paris", "is", "sunny", "rolled", "rolling", "dice", "prime", "numbers", "4", "2024",
+         "Zürich", "zürich", "sént", "café", "naïve", "Погода", "в", "Париже", "солнечная", "東京", "の", "天気",
+         "は", "晴れ", "曇り", "です", "สวัสดีครับ", "\ufb01ne", "\uff12\uff10\uff12\uff14", "e\u0301", "İstanbul", "ß", "STRASSE", "x_y",
+         "don't", "well-known", "1.5", "—", "!!", "?", "😀", "مرحبا", "नमस्ते"]
+SEPARATORS = [" ", " ", " ", "\n", ", ", ". ", "\t", "  ", "\u3000", "\u00a0"]
+
+words = st.lists(st.sampled_from(WORDS), max_size=12)
+texts = st.builds(lambda ws, seps: "".join(w + seps[i % len(seps)] for i, w in enumerate(ws)).strip(),
+                  words, st.lists(st.sampled_from(SEPARATORS), min_size=1, max_size=4)) | st.text(max_size=30)
+scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([1.0, 2.5, -0.0]) | st.sampled_from(
+    ["Paris", "paris", "", "東京", "5", "5.0"])
+json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    st.sampled_from(["a", "b", "city", "result", "n"]), inner, max_size=3), max_leaves=8)
+args = st.dictionaries(st.sampled_from(["city", "days", "query", "opts", "n"]), json_values, max_size=3)
+
+
+def mutate_text(draw: Any, text: str | None) -> str | None:
+    """A variant of an expected answer: itself, changed, extended with other scripts, or none."""
+    choice = draw(st.integers(0, 6))
+    if choice == 0 or text is None:
+        return draw(st.none() | texts)
+    if choice == 1:
+        return text
+    pieces = text.split()
+    if choice == 2 and pieces:
+        del pieces[draw(st.integers(0, len(pieces) - 1))]
+        return " ".join(pieces)
+    if choice == 3:
+        return text + " " + draw(texts)
+    if choice == 4:
+        return text.upper()
+    if choice == 5:
+        return " ".join(reversed(pieces))
+    return draw(texts) + " " + text
+
+
+def mutate_calls(draw: Any, calls: list[ToolCall], names: list[str]) -> list[dict[str, Any]]:
+    """A variant of an expected trajectory: repeated, dropped, swapped, renamed, extra calls,
+    changed or nested args."""
+    out = [{"name": c.name, "args": copy.deepcopy(c.args)} for c in calls]
+    for _ in range(draw(st.integers(0, 3))):
+        op = draw(st.integers(0, 5))
+        if op == 0 and out:
+            out.insert(draw(st.integers(0, len(out))), copy.deepcopy(out[draw(st.integers(0, len(out) - 1))]))
+        elif op == 1 and out:
+            del out[draw(st.integers(0, len(out) - 1))]
+        elif op == 2 and len(out) > 1:
+            i, j = draw(st.integers(0, len(out) - 1)), draw(st.integers(0, len(out) - 1))
+            out[i], out[j] = out[j], out[i]
+        elif op == 3 and out:
+            out[draw(st.integers(0, len(out) - 1))]["args"] = draw(args)
+        elif op == 4:
+            out.append({"name": draw(st.sampled_from(names)), "args": draw(args)})
+        elif op == 5 and out:
+            out[draw(st.integers(0, len(out) - 1))]["name"] = draw(st.sampled_from(names))
+    return out
+
+
+# --- The real eval sets ---------------------------------------------------------------------------
+
+
+def adk_cases() -> list[EvalCase]:
+    cases: list[EvalCase] = []
+    for path in sorted((REALWORLD / "google-adk").rglob("*.json")):
+        if path.name == "test_config.json":
+            continue
+        parsed = adk_reader.parse(SourceFile(path.name, path.read_bytes()), [])
+        cases.extend(c for c in parsed.evalset.eval_cases if c.conversation)
+    assert len(cases) >= 4
+    return cases
+
+
+REAL_CASES = adk_cases()
+NAMES = sorted({c.name for case in REAL_CASES for i in case.conversation for c in i.expected_tool_trajectory}
+               | {"get_weather", "get_forecast", "search"})
+
+
+@st.composite
+def synthetic_case(draw: Any) -> EvalCase:
+    conversation = []
+    for index in range(draw(st.integers(1, 3))):
+        expected = draw(st.none() | texts)
+        calls = draw(st.lists(st.builds(lambda n, a: ToolCall(name=n, args=a), st.sampled_from(NAMES), args
+                                        | st.just({})), max_size=3))
+        conversation.append(Invocation(
+            invocation_id=f"turn_{index}", user_content=MessageContent.user(draw(texts) or "q"),
+            expected_final_response=MessageContent.assistant(expected) if expected is not None else None,
+            expected_tool_trajectory=calls))
+    return EvalCase(eval_id="synthetic", conversation=conversation)
+
+
+cases = st.sampled_from(REAL_CASES) | synthetic_case()
+
+
+@st.composite
+def case_and_output(draw: Any, same_turns: bool = False) -> tuple[EvalCase, AgentOutput]:
+    case = draw(cases)
+    turns = len(case.conversation) if same_turns else draw(st.integers(0, len(case.conversation) + 1))
+    out = []
+    for index in range(turns):
+        invocation = case.conversation[index] if index < len(case.conversation) else None
+        expected = invocation.expected_final_response.get_text() \
+            if invocation and invocation.expected_final_response else None
+        calls = mutate_calls(draw, invocation.expected_tool_trajectory if invocation else [], NAMES)
+        out.append(TurnOutput(final_response=mutate_text(draw, expected),
+                              tool_calls=[OutputToolCall(name=c["name"], args=c["args"],
+                                                         result=draw(st.none() | json_values)) for c in calls]))
+    return case, AgentOutput(eval_id=case.eval_id, turns=out)
+
+
+# --- ADK ------------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(pair=case_and_output(same_turns=True), threshold=st.sampled_from([0.0, 0.5, 0.8, 1.0]))
+def test_adk_response_match_score(libs: Bridge, pair: tuple[EvalCase, AgentOutput], threshold: float) -> None:
+    # ADK scores one actual invocation per expected one (it raises on a count mismatch).
+    case, output = pair
+    results = evalsite("response_match_score", case, output, CriterionConfig(threshold=threshold))
+    theirs = libs("adk_rouge", threshold=threshold,
+                  expected=[i.expected_final_response.get_text() if i.expected_final_response else None
+                            for i in case.conversation],
+                  actual=[t.final_response for t in output.turns])
+    score = theirs["score"]
+    turns = [r for r in results if r.applies_to is Level.INTERACTION]
+    assert [r.score for r in turns] == score["turns"], (case.eval_id, output.turns)
+    assert [r.passed for r in turns] == score["passed"]
+    assert overall(results).score == score["overall"]
+
+
+def test_adk_examples_from_the_issue(libs: Bridge) -> None:
+    for expected, actual, score in [
+            ("東京の天気は晴れです", "東京の天気は曇りです", 0.8),
+            ("The weather in Paris is sunny.", "The weather in Paris is sunny. Погода в Париже солнечная сегодня",
+             12 / 17),
+            ("fine 2024", "\ufb01ne \uff12\uff10\uff12\uff14", 1.0)]:
+        case = EvalCase(eval_id="c", conversation=[Invocation(
+            invocation_id="t", user_content=MessageContent.user("q"),
+            expected_final_response=MessageContent.assistant(expected))])
+        ours = overall(evalsite("response_match_score", case, AgentOutput(eval_id="c", turns=[
+            TurnOutput(final_response=actual)]), CriterionConfig(threshold=0.5)))
+        theirs = libs("adk_rouge", threshold=0.5, expected=[expected], actual=[actual])
+        assert ours.score == theirs["score"]["overall"] == pytest.approx(score)
+
+
+# --- UiPath ---------------------------------------------------------------------------------------
+
+CALCULATOR = REALWORLD / "uipath" / "calculator" / "evaluators"
+UIPATH_NEW = ["exact-match.json", "contains.json", "json-similarity.json"]
+UIPATH_LEGACY = ["legacy-equality.json", "legacy-equality-with-target-key.json", "legacy-json-similarity.json"]
+LEGACY_BOOKKEEPING = {"id", "fileName", "description", "category", "type", "createdAt", "updatedAt"}
+
+multiline = st.lists(st.sampled_from(["Line 1", "line 1", "Line 2", "Line 2 changed", "", "  ", "5", "5.0", "東京"]),
+                     max_size=4).map("\n".join)
+uipath_values = (json_values | texts | multiline
+                 | st.builds(lambda v: {"result": v}, json_values | multiline)
+                 | st.builds(lambda v: {"result": {"result": v}}, multiline | json_values)  # the same key, nested
+                 | st.builds(lambda v: json.dumps({"result": v}), json_values | multiline))  # JSON in a string
+
+
+@st.composite
+def uipath_setup(draw: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """(the evaluator definition UiPath reads, the evalsite evaluator name, evalsite's options)."""
+    name = draw(st.sampled_from(UIPATH_NEW + UIPATH_LEGACY))
+    definition = json.loads((CALCULATOR / name).read_text())
+    key = draw(st.sampled_from(["*", "result"]))
+    if name in UIPATH_NEW:
+        config = definition["evaluatorConfig"]
+        config["targetOutputKey"] = key
+        if "json" not in name:
+            config["lineByLineEvaluator"] = draw(st.booleans())
+            config["lineDelimiter"] = draw(st.sampled_from(["\n", ","]))
+            config["caseSensitive"] = draw(st.booleans())
+            config["negated"] = draw(st.booleans())
+        return definition, definition["evaluatorTypeId"], dict(config)
+    definition["targetOutputKey"] = key
+    definition["lineByLineEvaluation"] = draw(st.booleans())
+    definition["lineDelimiter"] = draw(st.sampled_from(["\n", ","]))
+    evaluator = {"legacy-equality.json": "uipath-legacy-exact-match",
+                 "legacy-equality-with-target-key.json": "uipath-legacy-exact-match",
+                 "legacy-json-similarity.json": "uipath-legacy-json-similarity"}[name]
+    return definition, evaluator, {k: v for k, v in definition.items() if k not in LEGACY_BOOKKEEPING}
+
+
+@SETTINGS
+@given(setup=uipath_setup(), expected=uipath_values, actual=st.none() | uipath_values,
+       search=st.sampled_from(["5", "line", "Line 2", "東京", ""]), use_default=st.booleans())
+def test_uipath_output_evaluators(libs: Bridge, setup: tuple[dict[str, Any], str, dict[str, Any]], expected: Any,
+                                  actual: Any, search: str, use_default: bool) -> None:
+    definition, evaluator, options = setup
+    legacy = "evaluatorTypeId" not in definition
+    if legacy:
+        criteria: dict[str, Any] | None = {"expectedOutput": expected, "expectedAgentBehavior": ""}
+    elif evaluator == "uipath-contains":
+        criteria = None if use_default else {"searchText": search}
+    else:
+        criteria = None if use_default else {"expectedOutput": expected}
+    case = EvalCase(eval_id="c", conversation=[Invocation(invocation_id="t", user_content=MessageContent.user("q"))],
+                    criteria={"E": criteria})
+    output = AgentOutput(eval_id="c", turns=[TurnOutput(final_response=actual)])
+    [ours] = evalsite(evaluator, case, output, CriterionConfig(threshold=0.5, options=options), "E")
+    theirs = libs("uipath", definition=definition, criteria=criteria, output=actual)
+    same(ours, theirs, (definition, criteria, actual), raw=evaluator == "uipath-legacy-json-similarity")
+
+
+# --- DeepEval -------------------------------------------------------------------------------------
+
+tool_options = st.fixed_dictionaries({}, optional={
+    "should_consider_ordering": st.booleans(), "should_exact_match": st.booleans(),
+    "evaluation_params": st.lists(st.sampled_from(["input_parameters", "output"]), unique=True),
+    "strict_mode": st.booleans()})
+
+
+@SETTINGS
+@given(pair=case_and_output(), options=tool_options, threshold=st.sampled_from([0.0, 0.5, 0.8, 1.0]))
+def test_deepeval_tool_correctness(libs: Bridge, pair: tuple[EvalCase, AgentOutput], options: dict[str, Any],
+                                   threshold: float) -> None:
+    case, output = pair
+    [ours] = evalsite("deepeval_tool_correctness", case, output, CriterionConfig(threshold=threshold,
+                                                                                  options=options))
+    expected = [{"name": c.name, "args": c.args, "result": c.result} for i in case.conversation
+                for c in i.expected_tool_trajectory]
+    called = [{"name": c.name, "args": c.args, "result": c.result} for t in output.turns for c in t.tool_calls]
+    same(ours, libs("deepeval_tool_correctness", threshold=threshold, options=options, expected=expected,
+                    called=called), (expected, called, options))
+
+
+@SETTINGS
+@given(pair=case_and_output(), threshold=st.sampled_from([0.5, 1.0]))
+def test_deepeval_exact_match(libs: Bridge, pair: tuple[EvalCase, AgentOutput], threshold: float) -> None:
+    case, output = pair
+    [ours] = evalsite("deepeval_exact_match", case, output, CriterionConfig(threshold=threshold))
+    expected = next((i.expected_final_response.get_text() for i in reversed(case.conversation)
+                     if i.expected_final_response is not None), None)
+    actual = output.turns[-1].final_response if output.turns else None
+    same(ours, libs("deepeval_exact_match", threshold=threshold, expected=expected, actual=actual),
+         (expected, actual))
+
+
+# --- AgentFlow ------------------------------------------------------------------------------------
+
+AGENTFLOW = {"agentflow_trajectory_match": "trajectory_match", "agentflow_tool_name_match": "tool_name_match",
+             "agentflow_rouge_match": "rouge_match", "agentflow_exact_match": "exact_match"}
+
+
+def agentflow_case(case: EvalCase) -> dict[str, Any]:
+    conversation = []
+    for invocation in case.conversation:
+        item: dict[str, Any] = {"invocation_id": invocation.invocation_id,
+                                "user_content": {"role": "user", "content": invocation.user_content.content},
+                                "expected_tool_trajectory": [{"name": c.name, "args": c.args}
+                                                             for c in invocation.expected_tool_trajectory]}
+        if invocation.expected_final_response is not None:
+            item["expected_final_response"] = {"role": "assistant",
+                                               "content": invocation.expected_final_response.content}
+        conversation.append(item)
+    return {"eval_id": case.eval_id, "conversation": conversation}
+
+
+@pytest.mark.parametrize("evaluator", sorted(AGENTFLOW))
+@SETTINGS
+@given(pair=case_and_output(), match_type=st.sampled_from(list(MatchType)), check_args=st.booleans(),
+       threshold=st.sampled_from([0.5, 0.7, 0.8, 1.0]))
+def test_agentflow_criteria(agentflow: Bridge, pair: tuple[EvalCase, AgentOutput], evaluator: str,
+                            match_type: MatchType, check_args: bool, threshold: float) -> None:
+    case, output = pair
+    options = {"check_args": check_args} if evaluator == "agentflow_trajectory_match" else {}
+    [ours] = evalsite(evaluator, case, output, CriterionConfig(threshold=threshold, match_type=match_type,
+                                                               options=options))
+    last = output.turns[-1].final_response if output.turns else None
+    theirs = agentflow("agentflow", criterion=AGENTFLOW[evaluator], case=agentflow_case(case),
+                       config={"threshold": threshold, "match_type": match_type.value, "check_args": check_args},
+                       tool_calls=[{"name": c.name, "args": c.args} for t in output.turns for c in t.tool_calls],
+                       actual_response=last if isinstance(last, str) else "")
+    same(ours, theirs, (evaluator, case.eval_id, output.turns))
+
+
+def pins(name: str) -> dict[str, str]:
+    lines = (REPO / name).read_text().splitlines()
+    return dict(line.split("==") for line in lines if "==" in line and not line.startswith("#"))
+
+
+def test_the_venv_holds_the_pinned_libraries(libs: Bridge) -> None:
+    """A stale venv would compare against other versions than the ones the README names."""
+    wanted = pins("requirements-differential.txt")
+    assert {"google-adk", "uipath", "deepeval"} <= set(wanted)
+    assert libs("versions", packages=sorted(wanted))["score"] == wanted
+
+
+def test_the_py312_venv_holds_the_pinned_agentflow(agentflow: Bridge) -> None:
+    wanted = pins("requirements-differential-py312.txt")
+    assert agentflow("versions", packages=sorted(wanted))["score"] == wanted == {"10xscale-agentflow": "0.10.1"}
