@@ -35,7 +35,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum
 from django.utils import timezone
-from pydantic import ValidationError
 
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
@@ -52,6 +51,7 @@ from evaluations.models import (
     ToolUsage,
     Trace,
 )
+from evaluations.run_loading import PendingResult, load_pending
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
@@ -375,11 +375,10 @@ def native_case(row: EvalCase) -> NativeCase:
 
 def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],
                target: Any) -> int:
-    results = list(CaseResult.objects.filter(pk__in=pks, status=CaseResult.Status.PENDING)
-                   .select_related("case").order_by("pk"))
+    results = load_pending(pks, with_output=target is None)
     if not results:
         return 0
-    cases = {r.pk: native_case(r.case) for r in results}
+    cases = {r.pk: r.case for r in results}
     outputs: dict[int, AgentOutput] = {}
     if target is not None:
         produced = target.run_many([(cases[r.pk], r.iteration) for r in results],
@@ -387,15 +386,11 @@ def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator |
         outputs = dict(zip((r.pk for r in results), produced, strict=True))
     else:
         for r in results:
-            try:
-                outputs[r.pk] = AgentOutput.model_validate(r.output)
-            except ValidationError as exc:  # stored at creation, so this means a bug or an edit
-                outputs[r.pk] = AgentOutput(eval_id=r.case.eval_id, iteration=r.iteration,
-                                            error=f"stored output is invalid: {exc}")
+            outputs[r.pk] = r.stored_output()
 
     from evaluations.traces import apply_trace
 
-    evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreResult]]] = []
+    evaluated: list[tuple[PendingResult, AgentOutput, list[ScoreResult]]] = []
     for r in results:
         output = outputs[r.pk]
         if output.trace:
@@ -432,7 +427,7 @@ def _status(output: AgentOutput, scores: list[ScoreResult]) -> str:
     return CaseResult.Status.PASSED
 
 
-def _write(run: Run, evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreResult]]], *,
+def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[ScoreResult]]], *,
            store_outputs: bool) -> int:
     """Scores, tool usage, result status and counters for results still pending: one
     transaction, rows locked, so a concurrent twin of this task writes nothing twice.
