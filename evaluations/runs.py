@@ -290,8 +290,11 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
     keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner)
     try:
         for start in range(0, len(pending), CHUNK):
-            alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
-                heartbeat_at=timezone.now(), lease_owner=owner)
+            if start == 0:  # take the lease; each chunk's write renews the heartbeat after that
+                alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+                    heartbeat_at=timezone.now(), lease_owner=owner)
+            else:  # a read: on SQLite every write waits its turn for the one write lock
+                alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists()
             if not alive:
                 break  # cancelled (or finished by a twin)
             settled += _run_chunk(run, pending[start:start + CHUNK], evaluators, target)
@@ -448,8 +451,7 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
              _dumps(s.justification), s.error)
             for s in scores
         ]
-        usage_rows = [(run.pk, result.pk, u.tool_name, u.node_name, u.calls, u.failures, u.latency_seconds)
-                      for u in _tool_usage(run.pk, result.pk, output)]
+        usage_rows = _tool_usage(run.pk, result.pk, output)
         prepared.append((result.pk, result_row, score_rows, usage_rows, _traces(output)))
 
     with transaction.atomic():
@@ -555,9 +557,10 @@ def _update_results(prepared: list[Any], now: Any, *, store_outputs: bool) -> No
         cursor.executemany(f"UPDATE {table} SET {sets} WHERE id = %s", rows)  # noqa: S608
 
 
-def _tool_usage(run_id: int, result_id: int, output: AgentOutput) -> list[ToolUsage]:
-    """Per tool (and the node that called it): calls, failures, latency. Node executions from
-    the trajectory are rows with an empty tool name, for the per-node aggregates."""
+def _tool_usage(run_id: int, result_id: int, output: AgentOutput) -> list[tuple[Any, ...]]:
+    """Per tool (and the node that called it): calls, failures, latency, as ToolUsage rows
+    (run_id, result_id, tool_name, node_name, calls, failures, latency_seconds). Node
+    executions from the trajectory are rows with an empty tool name, for the per-node aggregates."""
     agg: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0])
     for call in output.all_tool_calls():
         entry = agg[(call.name[:200], (call.node or "")[:200])]
@@ -569,8 +572,7 @@ def _tool_usage(run_id: int, result_id: int, output: AgentOutput) -> list[ToolUs
     for step in output.trajectory:
         if step.step_type == StepType.NODE:
             agg[("", step.name[:200])][0] += 1
-    return [ToolUsage(run_id=run_id, result_id=result_id, tool_name=tool, node_name=node, calls=int(calls),
-                      failures=int(failures), latency_seconds=latency if timed else None)
+    return [(run_id, result_id, tool, node, int(calls), int(failures), latency if timed else None)
             for (tool, node), (calls, failures, latency, timed) in agg.items()]
 
 
