@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -5,3 +7,17 @@ class EvaluationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "evaluations"
     verbose_name = "Evaluations"
+
+    def ready(self) -> None:
+        from django_q.signals import post_spawn
+
+        post_spawn.connect(_warm_worker, dispatch_uid="evalsite-warm-worker")
+
+
+def _warm_worker(sender: Any, proc_name: str = "", **kwargs: Any) -> None:
+    """A queue worker imports the engine and every evaluator as it starts (rouge's nltk alone
+    takes half a second), not inside the first batch it is given."""
+    import evaluations.tasks  # noqa: F401
+    from evaluations.evaluators import registry
+
+    registry()

@@ -289,7 +289,10 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
     # connection would wait on that transaction's write lock on SQLite.
     keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner)
     try:
-        for start in range(0, len(pending), CHUNK):
+        # Uploaded outputs take no agent calls: a chunk is milliseconds of scoring, so the
+        # batch is written at once (on SQLite each write transaction queues for the one lock).
+        chunk = CHUNK if target is not None else max(CHUNK, len(pending))
+        for start in range(0, len(pending), chunk):
             if start == 0:  # take the lease; each chunk's write renews the heartbeat after that
                 alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
                     heartbeat_at=timezone.now(), lease_owner=owner)
@@ -297,7 +300,7 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
                 alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists()
             if not alive:
                 break  # cancelled (or finished by a twin)
-            settled += _run_chunk(run, pending[start:start + CHUNK], evaluators, target)
+            settled += _run_chunk(run, pending[start:start + chunk], evaluators, target)
     finally:
         if keeper is not None:
             keeper.stop()
