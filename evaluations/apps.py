@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -15,3 +17,16 @@ class EvaluationsConfig(AppConfig):
 
         if precompute_on_completion not in services.completion_hooks:
             services.completion_hooks.append(precompute_on_completion)
+
+        from django_q.signals import post_spawn
+
+        post_spawn.connect(_warm_worker, dispatch_uid="evalsite-warm-worker")
+
+
+def _warm_worker(sender: Any, proc_name: str = "", **kwargs: Any) -> None:
+    """A queue worker imports the engine and every evaluator as it starts (rouge's nltk alone
+    takes half a second), not inside the first batch it is given."""
+    import evaluations.tasks  # noqa: F401
+    from evaluations.evaluators import registry
+
+    registry()

@@ -15,9 +15,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from evaluations.bulk import insert_rows
 from evaluations.evalsets.formats import ParsedEvalSet, SourceFile, read_upload
 from evaluations.evalsets.formats.base import CaseSink, gc_paused
-from evaluations.models import EvalCase, EvalSet, EvalSetSource, EvalSetVersion, JSONText, Project
+from evaluations.models import EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
 from evaluations.schemas.evalset import EvalCase as NativeCase
 
 DEFAULT_PROJECT_SLUG = "default"
@@ -72,7 +73,7 @@ class _CaseRows(CaseSink):
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: list[EvalCase] = []
+        self.rows: list[tuple[Any, ...]] = []  # _CASE_COLUMNS less the version
         self.digest = hashlib.sha256()
         self.tags: set[str] = set()
         self.turns = 0
@@ -81,12 +82,12 @@ class _CaseRows(CaseSink):
     def keep(self, position: int, case: NativeCase) -> None:
         row = _case_row(position, case)
         self.digest.update(_canonical([case.eval_id, case.name]))
-        for name in _CASE_JSON_COLUMNS:
-            self.digest.update(f"\0{name}\0{getattr(row, name)}".encode())
+        for name, text in zip(_CASE_JSON_COLUMNS, row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)], strict=True):
+            self.digest.update(f"\0{name}\0{text}".encode())
         self.rows.append(row)
         self.tags.update(case.tags)
-        self.turns += row.turn_count
-        self.tool_calls += row.tool_call_count
+        self.turns += row[-2]
+        self.tool_calls += row[-1]
 
 
 def _content_hash(parsed: ParsedEvalSet, rows: _CaseRows) -> str:
@@ -156,10 +157,8 @@ def _store(*, project: Project, parsed: ParsedEvalSet, user: Any) -> ImportOutco
 
     rows = sink.rows
     for start in range(0, len(rows), BULK_BATCH):
-        batch = rows[start : start + BULK_BATCH]
-        for row in batch:
-            row.version = version
-        EvalCase.objects.bulk_create(batch)
+        batch = [(version.pk, *row) for row in rows[start : start + BULK_BATCH]]
+        insert_rows(EvalCase, ["version_id", *_CASE_COLUMNS], batch, json_columns=set(_CASE_JSON_COLUMNS))
         rows[start : start + BULK_BATCH] = [None] * len(batch)  # type: ignore[list-item]
 
     EvalSet.objects.filter(pk=evalset.pk).update(
@@ -175,25 +174,26 @@ def _store(*, project: Project, parsed: ParsedEvalSet, user: Any) -> ImportOutco
 # The native EvalCase fields stored as JSON columns, in hashing order.
 _CASE_JSON_COLUMNS = ("tags", "metadata", "session_input", "conversation", "conversation_scenario", "rubrics",
                       "criteria")
+# The columns of a case row, in the order `_case_row` gives them (the version goes first).
+_CASE_COLUMNS = ("position", "eval_id", "name", "tags_text", *_CASE_JSON_COLUMNS, "search_text", "turn_count",
+                 "tool_call_count")
+_JSON_AT = _CASE_COLUMNS.index(_CASE_JSON_COLUMNS[0])
+# The JSON text of the fields most cases leave empty, without encoding them each time.
+_EMPTY_TEXT = {"[]": "[]", "{}": "{}", "None": "null"}
 
 
-def _case_row(position: int, case: NativeCase) -> EvalCase:
-    """An unsaved row whose JSON columns hold canonical text (sorted keys, compact), written
-    once and used both for the content hash and for the insert."""
+def _case_row(position: int, case: NativeCase) -> tuple[Any, ...]:
+    """A row (see `_CASE_COLUMNS`) whose JSON columns hold canonical text (sorted keys,
+    compact), written once and used both for the content hash and for the insert."""
     dumped = case.model_dump(mode="json")
     first_user = case.conversation[0].user_content.get_text() if case.conversation else ""
     if not first_user and case.conversation_scenario:
         first_user = case.conversation_scenario.starting_prompt or case.conversation_scenario.conversation_plan
-    return EvalCase(
-        position=position,
-        eval_id=case.eval_id,
-        name=case.name[:255],
-        tags_text="|" + "|".join(case.tags) + "|" if case.tags else "",
-        turn_count=len(case.conversation),
-        tool_call_count=sum(len(i.expected_tool_trajectory) for i in case.conversation),
-        search_text=first_user[:2000],
-        **{name: JSONText(_ENCODER.encode(dumped[name])) for name in _CASE_JSON_COLUMNS},
-    )
+    texts = [(None if dumped[name] else _EMPTY_TEXT.get(repr(dumped[name]))) or _ENCODER.encode(dumped[name])
+             for name in _CASE_JSON_COLUMNS]
+    return (position, case.eval_id, case.name[:255], "|" + "|".join(case.tags) + "|" if case.tags else "",
+            *texts, first_user[:2000], len(case.conversation),
+            sum(len(i.expected_tool_trajectory) for i in case.conversation))
 
 
 def _original(parsed: ParsedEvalSet) -> tuple[str, str, bytes]:

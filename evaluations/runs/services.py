@@ -35,7 +35,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum
 from django.utils import timezone
-from pydantic import ValidationError
 
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
@@ -52,6 +51,7 @@ from evaluations.models import (
     Trace,
 )
 from evaluations.runs.exports import case_native_dict
+from evaluations.runs.loading import PendingResult, load_pending
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
@@ -296,12 +296,18 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
     # connection would wait on that transaction's write lock on SQLite.
     keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner)
     try:
-        for start in range(0, len(pending), CHUNK):
-            alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
-                heartbeat_at=timezone.now(), lease_owner=owner)
+        # Uploaded outputs take no agent calls: a chunk is milliseconds of scoring, so the
+        # batch is written at once (on SQLite each write transaction queues for the one lock).
+        chunk = CHUNK if target is not None else max(CHUNK, len(pending))
+        for start in range(0, len(pending), chunk):
+            if start == 0:  # take the lease; each chunk's write renews the heartbeat after that
+                alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+                    heartbeat_at=timezone.now(), lease_owner=owner)
+            else:  # a read: on SQLite every write waits its turn for the one write lock
+                alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists()
             if not alive:
                 break  # cancelled (or finished by a twin)
-            settled += _run_chunk(run, pending[start:start + CHUNK], evaluators, target)
+            settled += _run_chunk(run, pending[start:start + chunk], evaluators, target)
     finally:
         if keeper is not None:
             keeper.stop()
@@ -382,11 +388,10 @@ def native_case(row: EvalCase) -> NativeCase:
 
 def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],
                target: Any) -> int:
-    results = list(CaseResult.objects.filter(pk__in=pks, status=CaseResult.Status.PENDING)
-                   .select_related("case").order_by("pk"))
+    results = load_pending(pks, with_output=target is None)
     if not results:
         return 0
-    cases = {r.pk: native_case(r.case) for r in results}
+    cases = {r.pk: r.case for r in results}
     outputs: dict[int, AgentOutput] = {}
     if target is not None:
         produced = target.run_many([(cases[r.pk], r.iteration) for r in results],
@@ -394,15 +399,11 @@ def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator |
         outputs = dict(zip((r.pk for r in results), produced, strict=True))
     else:
         for r in results:
-            try:
-                outputs[r.pk] = AgentOutput.model_validate(r.output)
-            except ValidationError as exc:  # stored at creation, so this means a bug or an edit
-                outputs[r.pk] = AgentOutput(eval_id=r.case.eval_id, iteration=r.iteration,
-                                            error=f"stored output is invalid: {exc}")
+            outputs[r.pk] = r.stored_output()
 
     from evaluations.runs.traces import apply_trace
 
-    evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreResult]]] = []
+    evaluated: list[tuple[PendingResult, AgentOutput, list[ScoreResult]]] = []
     for r in results:
         output = outputs[r.pk]
         if output.trace:
@@ -439,7 +440,7 @@ def _status(output: AgentOutput, scores: list[ScoreResult]) -> str:
     return CaseResult.Status.PASSED
 
 
-def _write(run: Run, evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreResult]]], *,
+def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[ScoreResult]]], *,
            store_outputs: bool) -> int:
     """Scores, tool usage, result status and counters for results still pending: one
     transaction, rows locked, so a concurrent twin of this task writes nothing twice.
@@ -460,8 +461,7 @@ def _write(run: Run, evaluated: list[tuple[CaseResult, AgentOutput, list[ScoreRe
              _dumps(s.justification), s.error)
             for s in scores
         ]
-        usage_rows = [(run.pk, result.pk, u.tool_name, u.node_name, u.calls, u.failures, u.latency_seconds)
-                      for u in _tool_usage(run.pk, result.pk, output)]
+        usage_rows = _tool_usage(run.pk, result.pk, output)
         prepared.append((result.pk, result_row, score_rows, usage_rows, _traces(output)))
 
     with transaction.atomic():
@@ -567,9 +567,10 @@ def _update_results(prepared: list[Any], now: Any, *, store_outputs: bool) -> No
         cursor.executemany(f"UPDATE {table} SET {sets} WHERE id = %s", rows)  # noqa: S608
 
 
-def _tool_usage(run_id: int, result_id: int, output: AgentOutput) -> list[ToolUsage]:
-    """Per tool (and the node that called it): calls, failures, latency. Node executions from
-    the trajectory are rows with an empty tool name, for the per-node aggregates."""
+def _tool_usage(run_id: int, result_id: int, output: AgentOutput) -> list[tuple[Any, ...]]:
+    """Per tool (and the node that called it): calls, failures, latency, as ToolUsage rows
+    (run_id, result_id, tool_name, node_name, calls, failures, latency_seconds). Node
+    executions from the trajectory are rows with an empty tool name, for the per-node aggregates."""
     agg: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0])
     for call in output.all_tool_calls():
         entry = agg[(call.name[:200], (call.node or "")[:200])]
@@ -581,8 +582,7 @@ def _tool_usage(run_id: int, result_id: int, output: AgentOutput) -> list[ToolUs
     for step in output.trajectory:
         if step.step_type == StepType.NODE:
             agg[("", step.name[:200])][0] += 1
-    return [ToolUsage(run_id=run_id, result_id=result_id, tool_name=tool, node_name=node, calls=int(calls),
-                      failures=int(failures), latency_seconds=latency if timed else None)
+    return [(run_id, result_id, tool, node, int(calls), int(failures), latency if timed else None)
             for (tool, node), (calls, failures, latency, timed) in agg.items()]
 
 

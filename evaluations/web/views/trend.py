@@ -20,7 +20,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from evaluations.models import CaseResult, EvalSet, Run
+from evaluations.models import CaseResult, EvalCase, EvalSet, Run
 from evaluations.review import comparison
 from evaluations.review.selectors import FAILING, TREND_RUNS, first_failing, run_label
 from evaluations.web.charts import to_html
@@ -57,7 +57,9 @@ class TrendPage:
 
 def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool) -> TrendPage:
     latest = list(Run.objects.filter(evalset_version__evalset=evalset, status=Run.Status.COMPLETED)
-                  .only("pk", "name", "model", "branch", "git_commit", "created_at", "summary")
+                  .select_related("evalset_version")
+                  .only("pk", "name", "model", "branch", "git_commit", "created_at", "summary", "eval_ids",
+                        "evalset_version__case_count")
                   .order_by("-created_at", "-pk")[:TREND_RUNS + 1])
     more_runs = len(latest) > TREND_RUNS
     runs = latest[:TREND_RUNS][::-1]
@@ -72,21 +74,34 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool) -> TrendPage:
         return TrendPage(evalset, [], [], [], "", "", "", None, [], failing_only, False)
 
     run_ids = [run.pk for run in runs]
-    eval_ids = CaseResult.objects.filter(run_id__in=run_ids)
-    if failing_only:
-        eval_ids = eval_ids.filter(case__eval_id__in=CaseResult.objects.filter(
-            run_id=run_ids[-1], status__in=[CaseResult.Status.FAILED, CaseResult.Status.ERROR]
-        ).values("case__eval_id"))
-    paginated = Paginator(eval_ids.values_list("case__eval_id", flat=True).distinct().order_by("case__eval_id"),
-                          CASES_PER_PAGE).get_page(page)
+    versions = sorted({run.evalset_version_id for run in runs})
+    if len(versions) == 1 and not failing_only and not any(run.eval_ids for run in runs):
+        # Every run has a result for every case of the one version (a run without a subset
+        # makes one per case): the version's cases are the rows, read a page at a time by
+        # their (version, eval_id) index and counted by the version, not over 30 runs' results.
+        paginator = Paginator(EvalCase.objects.filter(version_id=versions[0]).values_list("eval_id", flat=True)
+                              .order_by("eval_id"), CASES_PER_PAGE)
+        paginator.count = runs[0].evalset_version.case_count
+    else:
+        eval_ids = CaseResult.objects.filter(run_id__in=run_ids)
+        if failing_only:
+            eval_ids = eval_ids.filter(case__eval_id__in=CaseResult.objects.filter(
+                run_id=run_ids[-1], status__in=[CaseResult.Status.FAILED, CaseResult.Status.ERROR]
+            ).values("case__eval_id"))
+        paginator = Paginator(eval_ids.values_list("case__eval_id", flat=True).distinct().order_by("case__eval_id"),
+                              CASES_PER_PAGE)
+    paginated = paginator.get_page(page)
     shown = list(paginated.object_list)
 
     outcomes: dict[tuple[str, int], list[str]] = defaultdict(list)
     first_pk: dict[tuple[str, int], int] = {}
-    for pk, run_id, eval_id, status in (
-        CaseResult.objects.filter(run_id__in=run_ids, case__eval_id__in=shown)
-        .values_list("pk", "run_id", "case__eval_id", "status").order_by("iteration", "pk")
+    # The shown cases' rows in each version, then their results by the (run, case) index.
+    case_ids = dict(EvalCase.objects.filter(version_id__in=versions, eval_id__in=shown).values_list("pk", "eval_id"))
+    for pk, run_id, case_id, status in (
+        CaseResult.objects.filter(run_id__in=run_ids, case_id__in=list(case_ids))
+        .values_list("pk", "run_id", "case_id", "status").order_by("iteration", "pk")
     ):
+        eval_id = case_ids[case_id]
         outcome = comparison.result_outcome(status)
         if outcome is not None:
             outcomes[(eval_id, run_id)].append(outcome)

@@ -1,0 +1,168 @@
+"""Every benchmark, one table: so a change that slows evalsite down shows.
+
+    python bench/all.py                  # full sizes (10k import and engine; growth 1k/10k/100k)
+    python bench/all.py --quick          # small sizes, under 2 minutes (CI runs this)
+    python bench/all.py --update-readme  # full sizes, then write the figures into README.md
+
+Each row: the figure, its target, its ratio to the floor measured in the same run (import
+and engine), the figure in README.md (the table between the `bench-figures` markers, which
+holds the latest full run), and the change from it. Quick sizes have no README figure. It
+prints; timings never fail it. It exits non-zero only when a benchmark crashes.
+All on SQLite (the embedded default): DATABASE_URL and REDIS_URL are ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+import growth  # noqa: E402 - after the path
+import import_bench  # noqa: E402
+
+README = REPO / "README.md"
+BEGIN, END = "<!-- bench-figures:begin -->", "<!-- bench-figures:end -->"
+FULL = {"import": 10_000, "import_runs": 3, "engine": 10_000, "growth": [1_000, 10_000, 100_000], "repeat": 5}
+QUICK = {"import": 1_000, "import_runs": 1, "engine": 1_000, "growth": [200, 2_000], "repeat": 3}
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float
+    unit: str  # "s", "ms", "MB" or "x"
+    target: str
+    ratio: float | None = None  # to the floor
+
+    def text(self) -> str:
+        if self.unit == "ms":
+            return f"{self.value * 1000:.1f} ms"
+        if self.unit == "x":
+            return f"{self.value:.2f}x"
+        if self.unit == "MB":
+            return f"{self.value:.0f} MB"
+        return f"{self.value:.2f} s"
+
+    def number(self) -> float:  # as written in the table
+        return float(re.match(r"[0-9.]+", self.text()).group())  # type: ignore[union-attr]
+
+
+def _size(n: int) -> str:
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+def run_engine(cases: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    with tempfile.TemporaryDirectory(prefix="evalsite-engine-") as tmp:
+        env["EVALSITE_DATA_DIR"] = tmp
+        done = subprocess.run([sys.executable, str(REPO / "bench" / "engine_bench.py"), "--cases", str(cases),
+                               "--json"], env=env, cwd=REPO, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"engine_bench failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def collect(sizes: dict) -> list[Figure]:
+    figures: list[Figure] = []
+    n = sizes["import"]
+    print(f"import benchmark ({n} cases)...", flush=True)
+    imp = import_bench.measure(n, sizes["import_runs"], echo=False)
+    figures.append(Figure(f"import {_size(n)} ADK cases", imp["seconds"], "s", "<= 2.5 s, <= 2x floor", imp["ratio"]))
+    figures.append(Figure(f"import {_size(n)} ADK cases, peak RSS", imp["peak_rss_mb"], "MB", "<= 200 MB"))
+
+    n = sizes["engine"]
+    print(f"engine benchmark ({n} cases x 6 evaluators, 2 workers)...", flush=True)
+    eng = run_engine(n)
+    figures.append(Figure(f"engine {_size(n)} x 6 evaluators, 2 workers", eng["seconds"], "s",
+                          "<= 4 s, <= 2x floor", eng["ratio"]))
+
+    print(f"growth benchmark ({', '.join(_size(s) for s in sizes['growth'])} cases)...", flush=True)
+    grown = growth.measure(sizes["growth"], sizes["repeat"], echo=False)
+    print(growth.table(grown))
+    small, large = sorted(grown)[-2:]
+    for stage in growth.STAGES:
+        page = stage in growth.PAGES
+        target = {"compare cold": "<= 1 s", "compare cached": "<= 50 ms"}.get(stage, "")
+        value = grown[large][stage]
+        figures.append(Figure(f"{stage} at {_size(large)}", value, "ms" if value < 1 else "s", target))
+        factor = (grown[large][stage] / grown[small][stage]) ** (1 / math.log10(large / small))
+        figures.append(Figure(f"{stage} growth per 10x ({_size(small)}->{_size(large)})", factor, "x",
+                              "<= 1.5x" if page else "~10x (linear)"))
+    return figures
+
+
+def readme_figures() -> dict[str, str]:
+    text = README.read_text()
+    if BEGIN not in text or END not in text:
+        return {}
+    block = text[text.index(BEGIN) + len(BEGIN):text.index(END)]
+    out = {}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0] not in ("figure", "") and not set(cells[0]) <= {"-", ":"}:
+            out[cells[0]] = cells[1]
+    return out
+
+
+def _number(text: str) -> float | None:
+    match = re.match(r"[0-9.]+", text)
+    return float(match.group()) if match else None
+
+
+def render(figures: list[Figure], readme: dict[str, str]) -> str:
+    rows = [("figure", "now", "target", "floor ratio", "README", "change")]
+    for f in figures:
+        before = readme.get(f.name, "")
+        old = _number(before)
+        change = f"{(f.number() / old - 1) * 100:+.0f}%" if old else ""
+        rows.append((f.name, f.text(), f.target, f"{f.ratio:.2f}x" if f.ratio else "", before or "-", change))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def update_readme(figures: list[Figure]) -> None:
+    text = README.read_text()
+    stamp = time.strftime("%Y-%m-%d")
+    lines = [BEGIN, f"Latest full run (`python bench/all.py`, {stamp}; SQLite, shared 2-core machine):", "",
+             "| figure | value | target | floor ratio |", "|---|---|---|---|"]
+    lines += [f"| {f.name} | {f.text()} | {f.target} | {f'{f.ratio:.2f}x' if f.ratio else ''} |" for f in figures]
+    lines.append(END)
+    block = "\n".join(lines)
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        raise SystemExit(f"README.md has no {BEGIN} ... {END} block to update")
+    README.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes")
+    parser.add_argument("--update-readme", action="store_true", help="write the figures into README.md (full run)")
+    args = parser.parse_args()
+    if args.quick and args.update_readme:
+        parser.error("the README holds the full run's figures: --update-readme needs the full sizes")
+    started = time.perf_counter()
+    figures = collect(QUICK if args.quick else FULL)
+    print()
+    print(render(figures, readme_figures()))
+    print(f"\n{'quick' if args.quick else 'full'} run in {time.perf_counter() - started:.0f} s"
+          + ("; quick sizes have no README figures to compare with" if args.quick else ""))
+    if args.update_readme:
+        update_readme(figures)
+        print("README.md updated")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""Bulk writes without the ORM's per-row cost: rows as tuples, a few hundred per INSERT.
+
+Django's `bulk_create` builds a model instance and resolves every field of every row; for an
+import of 10,000 cases that was a third of the import. Values go in as they are: JSON
+columns take JSON text (cast to jsonb on PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+
+
+def insert_rows(model: Any, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], *,
+                json_columns: frozenset[str] | set[str] = frozenset()) -> None:
+    if not rows:
+        return
+    jsonb = "::jsonb" if connection.vendor == "postgresql" else ""
+    one = "(" + ", ".join(f"%s{jsonb}" if c in json_columns else "%s" for c in columns) + ")"
+    quoted = ", ".join(connection.ops.quote_name(c) for c in columns)
+    head = f"INSERT INTO {model._meta.db_table} ({quoted}) VALUES "  # noqa: S608 - names from the model
+    per_statement = max(1, 900 // len(columns))  # under SQLite's 999 bound parameters on old builds
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start:start + per_statement]
+            cursor.execute(head + ", ".join([one] * len(chunk)), [v for row in chunk for v in row])
