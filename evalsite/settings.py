@@ -257,6 +257,9 @@ STORAGES = {
 # --- Uploads --------------------------------------------------------------------------------
 # Largest eval-set upload (one file, or a zip's total unpacked size).
 EVALSITE_MAX_UPLOAD_BYTES = env_int("EVALSITE_MAX_UPLOAD_MB", 100) * 1024 * 1024
+# Most cases (or outputs) one uploaded file may hold: millions of tiny cases are refused
+# (400 too_many_cases) before they fill the database or the memory.
+EVALSITE_MAX_CASES = env_int("EVALSITE_MAX_CASES", 100_000)
 # Let Django accept the multipart body; evalsite checks each file itself so the error says
 # which file was too large instead of a bare 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024

@@ -24,7 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations import exports, runs
+from evaluations import exports, runs, safejson
 from evaluations import selectors_runs as selectors
 from evaluations.api.common import (
     CsvRenderer,
@@ -229,7 +229,7 @@ def _decode_form_json(data: dict[str, Any]) -> dict[str, Any]:
     for key in _FORM_JSON_FIELDS:
         if isinstance(data.get(key), str):
             with contextlib.suppress(ValueError):  # not JSON: the serializer says what is wrong
-                data[key] = json.loads(data[key])
+                data[key] = safejson.loads(data[key])
     return data
 
 

@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evaluations import safejson
 from evaluations.schemas.evalset import EvalCase
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from evaluations.targets.contract import Message, TurnReply, TurnRequest
@@ -155,7 +156,7 @@ def _first_key(obj: dict[str, Any], *keys: str) -> Any:
 def _arguments(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
-            value = json.loads(value) if value.strip() else {}
+            value = safejson.loads(value) if value.strip() else {}
         except ValueError:
             return {"input": value}
     if value is None:
@@ -501,7 +502,7 @@ class HttpTarget:
             if status >= 300:
                 return TurnResult(error=f"HTTP {status}: {_snippet(data)}", latency_seconds=latency, metadata=meta)
             try:
-                value = json.loads(data)
+                value = safejson.loads(data)
             except ValueError:
                 return TurnResult(error=f"the reply is not JSON: {_snippet(data)}", latency_seconds=latency,
                                   metadata=meta)
