@@ -119,6 +119,12 @@ def run_create(
         raise RunError(f"unknown target kind {target_kind!r}")
     if target_kind == Run.TargetKind.UPLOADED and outputs is None:
         raise RunError("an uploaded-outputs run needs its outputs")
+    if target_kind == Run.TargetKind.HTTP:
+        from evaluations.targets.egress import refusal
+
+        why = refusal(str((target or {}).get("url", "")))
+        if why is not None:
+            raise RunError(f"the target URL is refused: {why}")
     if not 1 <= iterations <= MAX_ITERATIONS:
         raise RunError(f"iterations must be between 1 and {MAX_ITERATIONS}, not {iterations}")
     if version.evalset.project_id != project.pk:

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from evaluations import safejson
 from evaluations.schemas.evalset import EvalCase
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
+from evaluations.targets import egress
 from evaluations.targets.contract import Message, TurnReply, TurnRequest
 
 NOT_RUNNABLE = "not runnable: needs a user simulator"
@@ -439,6 +440,7 @@ class HttpTarget:
         self.spec = spec
         self.simulate_user = simulate_user
         self.max_simulated_turns = max_simulated_turns
+        self._pinned: tuple[str, dict[str, str], dict[str, str]] = (spec.url, {}, {})
 
     def run_many(self, work: list[tuple[EvalCase, int]], *,
                  input_overrides: dict[str, dict[str, Any]] | None = None) -> list[AgentOutput]:
@@ -447,6 +449,13 @@ class HttpTarget:
             return []
         overrides = input_overrides or {}
         spec = self.spec
+        try:
+            # Checked again here, not only when the run was created: the policy or the DNS
+            # may have changed since. The checked address is the one connected to.
+            self._pinned = egress.pinned_request(spec.url)
+        except egress.EgressRefused as exc:
+            return [AgentOutput(eval_id=case.eval_id, iteration=iteration, error=f"the target URL is refused: {exc}")
+                    for case, iteration in work]
         limits = httpx.Limits(max_connections=spec.concurrency, max_keepalive_connections=spec.concurrency)
         with httpx.Client(headers=spec.headers, timeout=httpx.Timeout(spec.timeout_seconds), limits=limits,
                           follow_redirects=False) as client:
@@ -520,7 +529,9 @@ class HttpTarget:
         deadline also bounds an agent that trickles its answer out byte by byte."""
         spec = self.spec
         deadline = perf_counter() + spec.timeout_seconds
-        with client.stream("POST", spec.url, json=body, headers=headers) as response:
+        url, pinned_headers, extensions = self._pinned
+        with client.stream("POST", url, json=body, headers={**headers, **pinned_headers},
+                           extensions=extensions) as response:
             chunks: list[bytes] = []
             size = 0
             for chunk in response.iter_bytes():
