@@ -52,6 +52,7 @@ from evaluations.models import (
     ToolUsage,
     Trace,
 )
+from evaluations.ordering import config_in_order, ordered_dict, ordered_keys
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
@@ -83,9 +84,9 @@ def config_for(version: EvalSetVersion, config: EvalConfig | None = None,
     if config is not None:
         return config
     if preset is not None:
-        return EvalConfig.model_validate(preset.config)
+        return EvalConfig.model_validate(config_in_order(preset.config, preset.criteria_order))
     if version.default_config:
-        return EvalConfig.model_validate(version.default_config)
+        return EvalConfig.model_validate(config_in_order(version.default_config, version.default_criteria_order))
     return DEFAULT_CONFIG
 
 
@@ -162,6 +163,7 @@ def run_create(
             evalset_version=version,
             name=name,
             config=used.model_dump(mode="json"),
+            criteria_order=list(used.criteria),
             config_preset=preset,
             target_kind=target_kind,
             target=target or {},
@@ -686,7 +688,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         .order_by("node_name")
     ]
     return {
-        "criteria": criteria,
+        "criteria": ordered_dict(criteria, ordered_keys((run.config or {}).get("criteria") or {}, run.criteria_order)),
         "statuses": status_counts,
         "pass_rate": status_counts.get("passed", 0) / judged if judged else None,
         "latency": {

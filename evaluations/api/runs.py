@@ -322,7 +322,7 @@ class RunSummary(APIView):
         # A finished run's summary is stored; an unfinished one's is computed (in the database) now.
         stored = run.summary
         raw = stored if stored else runs.run_summary(run)
-        view = selectors.run_summary_view(raw)
+        view = selectors.run_summary_view(raw, run.criteria_order)
         progress = selectors.progress_of(run)
         body: dict[str, Any] = {
             "run": run.pk, "status": run.status, "final": run.is_finished,
@@ -576,7 +576,7 @@ class EvaluationConfigList(ListCreateAPIView):
             with transaction.atomic():
                 preset = EvaluationConfig.objects.create(
                     project=project, name=v["name"], description=v.get("description", ""), config=v["config"],
-                    created_by=request.user)
+                    criteria_order=list((v["config"] or {}).get("criteria") or {}), created_by=request.user)
         except IntegrityError:
             raise ValidationError({"name": [f"{project.slug} already has a config named {v['name']!r}"]}) from None
         return Response(EvaluationConfigSerializer(preset).data, status=status.HTTP_201_CREATED)
