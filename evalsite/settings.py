@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -80,6 +81,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI and Redoc as local static files (no CDN)
     "django_htmx",
     "django_q",
+    "axes",
     "evaluations",
 ]
 
@@ -93,6 +95,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: turns a locked-out login (evaluations/lockout.py) into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "evalsite.urls"
@@ -206,11 +210,27 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "login"
 AUTHENTICATION_BACKENDS = [
+    # First: refuses a username locked out after too many wrong passwords (django-axes).
+    "evaluations.lockout.LockoutBackend",
     "evaluations.auth_backends.ModelBackend",  # Django's, with a leaner get_user (see the module)
     # Still listed so that sessions logged in through it stay valid (it authenticates no one:
     # the backend above ends a failed login).
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Brute force (evaluations/lockout.py): after EVALSITE_LOGIN_FAILURE_LIMIT wrong passwords
+# for one username from one address, both are locked out for EVALSITE_LOGIN_LOCKOUT_MINUTES.
+AXES_ENABLED = env_bool("EVALSITE_LOGIN_LOCKOUT", True)
+AXES_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("EVALSITE_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no banner on every manage.py command; failures and lockouts are still logged
+AXES_LOCKOUT_CALLABLE = "evaluations.lockout.lockout_response"
+AXES_HTTP_RESPONSE_CODE = 429
+# The address counted is REMOTE_ADDR; behind N reverse proxies that each append to
+# X-Forwarded-For, set EVALSITE_LOGIN_PROXY_COUNT=N, or every client shares the proxy's.
+EVALSITE_LOGIN_PROXY_COUNT = env_int("EVALSITE_LOGIN_PROXY_COUNT", 0)
+AXES_CLIENT_IP_CALLABLE = "evaluations.lockout.client_address"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 PASSWORD_RESET_TIMEOUT = env_int("EVALSITE_PASSWORD_RESET_SECONDS", 3 * 24 * 3600)
@@ -260,11 +280,21 @@ STORAGES = {
 # --- Uploads --------------------------------------------------------------------------------
 # Largest eval-set upload (one file, or a zip's total unpacked size).
 EVALSITE_MAX_UPLOAD_BYTES = env_int("EVALSITE_MAX_UPLOAD_MB", 100) * 1024 * 1024
+# Most cases (or outputs) one uploaded file may hold: millions of tiny cases are refused
+# (400 too_many_cases) before they fill the database or the memory.
+EVALSITE_MAX_CASES = env_int("EVALSITE_MAX_CASES", 100_000)
 # Let Django accept the multipart body; evalsite checks each file itself so the error says
 # which file was too large instead of a bare 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 500
+
+# --- HTTP target egress (SSRF policy, evaluations/targets/egress.py) -----------------------
+# Link-local and cloud-metadata addresses are refused unless allowed; loopback and private
+# networks are allowed (a team server's agents, the demo agent) unless denied. Entries are
+# networks (10.0.0.0/8, 127.0.0.1) or host names (agent.internal, .example.com).
+EVALSITE_TARGET_ALLOW = env_list("EVALSITE_TARGET_ALLOW", [])
+EVALSITE_TARGET_DENY = env_list("EVALSITE_TARGET_DENY", [])
 
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {

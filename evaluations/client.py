@@ -729,10 +729,12 @@ def _outputs_list(data: bytes, filename: str) -> list[Any] | None:
         doc = json.loads(text)
     except UnicodeDecodeError:
         return None  # a zip of result files, say
+    except RecursionError:
+        return None  # nested too deeply: the server refuses it and says so
     except ValueError:
         try:
             return [json.loads(line) for line in text.splitlines() if line.strip()]
-        except ValueError:
+        except (ValueError, RecursionError):
             return None  # the server says what is wrong, and where
     if isinstance(doc, dict) and isinstance(doc.get("results"), list):
         return list(doc["results"])
@@ -957,6 +959,8 @@ def input_overrides_option(options: Mapping[str, Any]) -> dict[str, Any]:
         overrides = json.loads(options["input_overrides"])
     except json.JSONDecodeError as exc:
         raise UsageError(f"--input-overrides is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError("--input-overrides is nested too deeply") from None
     if not isinstance(overrides, dict):
         raise UsageError('--input-overrides: give an object of eval id -> inputs, like {"eval-1": {"city": "Oslo"}}')
     return overrides
@@ -999,6 +1003,8 @@ def read_config(path: str) -> dict[str, Any]:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageError(f"--config {path}: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"--config {path}: the JSON is nested too deeply") from None
     if not isinstance(doc, dict):
         raise UsageError(f"--config {path} is not an evaluation config: give a JSON object with `criteria`")
     criteria = doc.get("criteria")

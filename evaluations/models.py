@@ -126,6 +126,7 @@ class EvalSetVersion(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # AgentFlow EvalConfig the file brought (ADK test_config.json, UiPath evaluators).
     default_config = models.JSONField(null=True, blank=True)
+    default_criteria_order = models.JSONField(default=list, blank=True)  # see evaluations/ordering.py
     # UiPath evaluator definitions as uploaded, keyed by evaluator id.
     evaluator_config = models.JSONField(null=True, blank=True)
     warnings = models.JSONField(default=list, blank=True)
@@ -245,6 +246,7 @@ class EvaluationConfig(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     config = models.JSONField(default=dict)  # AgentFlow EvalConfig
+    criteria_order = models.JSONField(default=list, blank=True)  # see evaluations/ordering.py
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
@@ -272,6 +274,7 @@ class Run(models.Model):
     evalset_version = models.ForeignKey(EvalSetVersion, on_delete=models.PROTECT, related_name="runs")
     name = models.CharField(max_length=255, blank=True)
     config = models.JSONField(default=dict)  # the AgentFlow EvalConfig actually used
+    criteria_order = models.JSONField(default=list, blank=True)  # its criteria's order (evaluations/ordering.py)
     config_preset = models.ForeignKey(EvaluationConfig, null=True, blank=True, on_delete=models.SET_NULL)
     target_kind = models.CharField(max_length=16, choices=TargetKind.choices)
     target = models.JSONField(default=dict)  # URL/headers/mapping, or the callable path

@@ -39,6 +39,28 @@ def _zip(members: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
+def _lying_zip(inflated: int = 20_000_000, claimed: int = 1000) -> bytes:
+    """A zip whose one deflate entry claims `claimed` bytes but inflates to `inflated` (its
+    header patched after writing, as an attacker would)."""
+    data = bytearray(_zip({"big.evalset.json": b" " * inflated}))
+    local = data.index(b"PK\x03\x04")
+    data[local + 22:local + 26] = claimed.to_bytes(4, "little")
+    central = data.index(b"PK\x01\x02")
+    data[central + 24:central + 28] = claimed.to_bytes(4, "little")
+    return bytes(data)
+
+
+def _bad_crc_zip() -> bytes:
+    data = bytearray(_zip({"a.evalset.json": _native([_case("a")])}))
+    for sig, offset in ((b"PK\x03\x04", 14), (b"PK\x01\x02", 16)):
+        at = data.index(sig) + offset
+        data[at:at + 4] = b"\x00\x00\x00\x00"
+    return bytes(data)
+
+
+DEEP = 100_000
+
+
 @dataclass
 class Bad:
     id: str
@@ -75,6 +97,27 @@ CATALOGUE = [
         "encoding", ["latin1.csv:2:4", "not UTF-8"]),
     Bad("zip_slip", [("evil.zip", _zip({"../../etc/evil.json": b"{}", "ok.evalset.json": _native([_case("a")])}))],
         "unsafe_zip", ["evil.zip", "../../etc/evil.json", "outside the archive"]),
+    # Hostile files (issue 22): each a 400 that says why, never a 500 or unbounded memory.
+    Bad("deep_json", [("deep.json", b"[" * DEEP + b"]" * DEEP)],
+        "invalid_json", ["deep.json:1:65", "nested more than 64 levels deep"]),
+    Bad("deep_json_in_a_case", [("deep.evalset.json", _native([_case("a")]).replace(
+        b'"content": "hi"', b'"content": ' + b'{"a": ' * DEEP + b"1" + b"}" * DEEP))],
+        "invalid_json", ["deep.evalset.json:", "nested more than 64 levels deep"]),
+    Bad("deep_jsonl", [("deep.jsonl", b'{"input": "a", "expected_output": "b"}\n' + b"[" * DEEP + b"]" * DEEP)],
+        "schema", ["deep.jsonl:2:65", "nested more than 64 levels deep"]),
+    Bad("deep_json_in_a_csv_cell", [("goldens.csv", b'input,expected_output,tools_called\nq,a,"'
+                                     + b"[" * 10_000 + b"]" * 10_000 + b'"\n')],
+        "schema", ["goldens.csv", "nested more than 64 levels deep"]),
+    Bad("lying_zip", [("liar.zip", _lying_zip())],
+        "invalid_zip", ["liar.zip/big.evalset.json", "cannot be read"]),
+    Bad("bad_crc_zip", [("crc.zip", _bad_crc_zip())],
+        "invalid_zip", ["crc.zip/a.evalset.json", "Bad CRC-32"]),
+    Bad("truncated_zip", [("cut.zip", _zip({"a.evalset.json": _native([_case("a")])})[:60])],
+        "invalid_zip", ["cut.zip", "not a valid zip archive"]),
+    Bad("wide_csv", [("wide.csv", b",".join(b"c%d" % i for i in range(5000)) + b"\n" + b"x," * 4999 + b"x\n")],
+        "invalid_csv", ["wide.csv:1", "5,000 columns (at most 1,000)"]),
+    Bad("huge_csv_field", [("huge.csv", b"input,expected_output\n" + b"x" * 200_000 + b",y\n")],
+        "invalid_csv", ["huge.csv", "field larger than field limit"]),
 ]
 
 

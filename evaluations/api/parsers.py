@@ -14,6 +14,7 @@ from typing import Any
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
+from evaluations import safejson
 from evaluations.api.errors import ApiError, problem
 from evaluations.evalsets.formats import max_upload_bytes
 
@@ -49,7 +50,7 @@ class JSONParser(parsers.JSONParser):
             raise ApiError(400, "parse_error", f"the body is not UTF-8 text (byte {exc.start})",
                            [problem("send JSON encoded as UTF-8", "body")]) from None
         try:
-            return json.loads(text, parse_constant=_refuse_constant)
+            return safejson.loads(text, parse_constant=_refuse_constant)
         except json.JSONDecodeError as exc:
             raise ApiError(400, "parse_error", f"the body is not valid JSON: {exc.msg}",
                            [{**problem(exc.msg, "body"), "line": exc.lineno, "column": exc.colno}]) from None

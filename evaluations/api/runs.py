@@ -24,6 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluations import safejson
 from evaluations.api.common import (
     CsvRenderer,
     DownloadView,
@@ -229,7 +230,7 @@ def _decode_form_json(data: dict[str, Any]) -> dict[str, Any]:
     for key in _FORM_JSON_FIELDS:
         if isinstance(data.get(key), str):
             with contextlib.suppress(ValueError):  # not JSON: the serializer says what is wrong
-                data[key] = json.loads(data[key])
+                data[key] = safejson.loads(data[key])
     return data
 
 
@@ -322,7 +323,7 @@ class RunSummary(APIView):
         # A finished run's summary is stored; an unfinished one's is computed (in the database) now.
         stored = run.summary
         raw = stored if stored else runs.run_summary(run)
-        view = selectors.run_summary_view(raw)
+        view = selectors.run_summary_view(raw, run.criteria_order)
         progress = selectors.progress_of(run)
         body: dict[str, Any] = {
             "run": run.pk, "status": run.status, "final": run.is_finished,
@@ -576,7 +577,7 @@ class EvaluationConfigList(ListCreateAPIView):
             with transaction.atomic():
                 preset = EvaluationConfig.objects.create(
                     project=project, name=v["name"], description=v.get("description", ""), config=v["config"],
-                    created_by=request.user)
+                    criteria_order=list((v["config"] or {}).get("criteria") or {}), created_by=request.user)
         except IntegrityError:
             raise ValidationError({"name": [f"{project.slug} already has a config named {v['name']!r}"]}) from None
         return Response(EvaluationConfigSerializer(preset).data, status=status.HTTP_201_CREATED)

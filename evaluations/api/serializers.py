@@ -26,6 +26,7 @@ from evaluations.models import (
     Score,
     Triage,
 )
+from evaluations.ordering import config_in_order, summary_in_order
 from evaluations.schemas.outputs import MAX_ITERATIONS
 
 # Formats datetimes as every DateTimeField here does (ISO 8601, UTC as "Z", in TIME_ZONE); it
@@ -182,12 +183,14 @@ class RunSerializer(serializers.ModelSerializer):
             "id": instance.pk, "project": instance.project.slug, "evalset": version.evalset_id,
             "evalset_version": version.number, "name": instance.name, "status": instance.status,
             "error": instance.error, "target_kind": instance.target_kind, "target": instance.target,
-            "config": instance.config, "iterations": instance.iterations, "warmups": instance.warmups,
+            "config": config_in_order(instance.config, instance.criteria_order),
+            "iterations": instance.iterations, "warmups": instance.warmups,
             "eval_ids": instance.eval_ids, "model": instance.model, "git_commit": instance.git_commit,
             "branch": instance.branch, "tags": instance.tags, "cases_total": instance.cases_total,
             "cases_done": instance.cases_done, "cases_failed": instance.cases_failed,
             "cases_errored": instance.cases_errored, "cases_missing": instance.cases_missing,
-            "cases_not_runnable": instance.cases_not_runnable, "summary": instance.summary,
+            "cases_not_runnable": instance.cases_not_runnable,
+            "summary": summary_in_order(instance.summary, instance.criteria_order),
             "created_at": _DATETIME.to_representation(instance.created_at),
             "started_at": _DATETIME.to_representation(instance.started_at),
             "finished_at": _DATETIME.to_representation(instance.finished_at),
@@ -526,6 +529,11 @@ class EvaluationConfigSerializer(serializers.ModelSerializer):
         model = EvaluationConfig
         fields = ["id", "project", "name", "description", "config", "created_at"]
         read_only_fields = ["created_at"]
+
+    def to_representation(self, instance: EvaluationConfig) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["config"] = config_in_order(instance.config, instance.criteria_order)
+        return data
 
 
 class EvaluationConfigCreateSerializer(serializers.ModelSerializer):

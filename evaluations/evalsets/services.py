@@ -143,6 +143,7 @@ def _store(*, project: Project, parsed: ParsedEvalSet, user: Any) -> ImportOutco
         description=native.description,
         metadata=native.metadata,
         default_config=parsed.default_config.model_dump(mode="json") if parsed.default_config else None,
+        default_criteria_order=list(parsed.default_config.criteria) if parsed.default_config else [],
         evaluator_config=parsed.evaluator_config,
         warnings=parsed.warnings,
         case_count=sink.count,

@@ -30,6 +30,8 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from evaluations import safejson
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 
@@ -252,7 +254,7 @@ def extract_json(text: str) -> Any:
         candidates.append(text[start:end + 1])
     for candidate in candidates:
         try:
-            return json.loads(candidate)
+            return safejson.loads(candidate)
         except ValueError:
             continue
     raise LLMError(f"the reply is not JSON: {text[:300]!r}", body=text[:2000])

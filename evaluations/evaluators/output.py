@@ -53,6 +53,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from evaluations import safejson
 from evaluations.evaluators.base import (
     Evaluator,
     Level,
@@ -96,7 +97,7 @@ def as_structured(value: Any) -> Any:
         stripped = value.strip()
         if stripped[:1] in ("{", "["):
             try:
-                return json.loads(stripped)
+                return safejson.loads(stripped)
             except ValueError:
                 return value
     return value
@@ -609,7 +610,7 @@ def uipath_target(value: Any, path: str, side: str) -> Any:
         return normalize_numbers(value)
     if side == "expected" and isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = safejson.loads(value)
         except ValueError:
             raise Unscorable("when targetOutputKey is not '*', the expected output must be an object "
                              "or JSON text") from None

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -54,7 +55,10 @@ import numpy as np
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from evaluations.locks import exclusive
 from evaluations.models import CaseResult, Comparison, Run, Score
+
+logger = logging.getLogger(__name__)
 
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
 # version are recomputed on their next view.
@@ -495,16 +499,23 @@ def comparison_get(*, baseline: Run, candidate: Run) -> dict[str, Any]:
 
     A stored comparison is used while both runs' `finished_at` are what they were when it was
     computed; a run that is still going is compared afresh each time and not stored (its
-    numbers are still moving). Safe under concurrent views: the pair is unique, and a
-    second writer simply overwrites with the same numbers."""
+    numbers are still moving). Concurrent first views compute it once: the others wait
+    for the pair's lock (`evaluations.locks`) and read what the first stored."""
     cacheable = baseline.is_finished and candidate.is_finished
-    if cacheable:
+    if not cacheable:
+        return compare(run_data(baseline), run_data(candidate))
+    stored = _stored(baseline, candidate, "summary")
+    if stored is not None:
+        return stored.summary
+    # Many first views at once (a link posted to the team): one computes, the others wait
+    # for the lock and then read what it stored.
+    with exclusive("comparison", baseline.pk, candidate.pk):
         stored = _stored(baseline, candidate, "summary")
         if stored is not None:
             return stored.summary
-    summary = compare(run_data(baseline), run_data(candidate))
-    if cacheable:
+        summary = compare(run_data(baseline), run_data(candidate))
         comparison_store(baseline=baseline, candidate=candidate, summary=summary)
+        logger.info("comparison computed: run %s vs run %s", baseline.pk, candidate.pk)
     return summary
 
 

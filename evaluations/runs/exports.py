@@ -14,6 +14,7 @@ from django.db.models import Avg, Count, Max, Min
 from django.utils import timezone
 
 from evaluations.models import CaseResult, EvalCase, EvalSetVersion, Run, Score
+from evaluations.ordering import config_in_order, ordered_dict, ordered_keys
 from evaluations.schemas.report import (
     AggregateMetricRecord,
     CriterionResult,
@@ -76,7 +77,8 @@ def version_native_text(version: EvalSetVersion) -> str:
 
 
 def _criteria(run: Run) -> list[str]:
-    return [name for name, c in (run.config.get("criteria") or {}).items() if c.get("enabled", True)]
+    criteria = run.config.get("criteria") or {}
+    return [name for name in ordered_keys(criteria, run.criteria_order) if criteria[name].get("enabled", True)]
 
 
 def _results_with_scores(run: Run, chunk: int = 500, *, with_output: bool = False,
@@ -108,7 +110,7 @@ def _threshold_value(threshold: dict[str, Any] | None) -> float:
 def run_report_chunks(run: Run) -> Iterator[str]:
     """The run as AgentFlow `EvalReport` JSON, streamed."""
     summary = run.summary or {}
-    criteria = summary.get("criteria", {})
+    criteria = ordered_dict(summary.get("criteria", {}), run.criteria_order)
     statuses = summary.get("statuses", {})
     passed = statuses.get("passed", 0)
     total = run.cases_total
@@ -128,7 +130,7 @@ def run_report_chunks(run: Run) -> Iterator[str]:
         "eval_set_id": run.evalset_version.evalset.eval_set_id,
         "eval_set_name": run.evalset_version.name or None,
         "summary": report_summary.model_dump(mode="json"),
-        "config_used": run.config,
+        "config_used": config_in_order(run.config, run.criteria_order),
         "created_at": run.created_at.isoformat(),
         "duration_seconds": (finished - (run.started_at or run.created_at)).total_seconds(),
     }

@@ -17,6 +17,7 @@ from typing import Any
 from django import forms
 from pydantic import BaseModel, ValidationError
 
+from evaluations import safejson
 from evaluations.evalsets.formats import EvalSetImportError, SourceFile
 from evaluations.evalsets.formats import check_size as check_upload_size
 from evaluations.models import EvalSetVersion, EvaluationConfig, Run
@@ -122,7 +123,7 @@ class NewRunForm(forms.Form):
         if not text.strip():
             raise forms.ValidationError("Give the config as JSON, or choose another config.")
         try:
-            doc = json.loads(text)
+            doc = safejson.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"Not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -32,6 +33,7 @@ from django.db.models.functions import Cast, Floor, Least, RowNumber
 
 from evaluations.evaluators.base import Level
 from evaluations.models import CaseResult, EvalSet, EvalSetVersion, EvaluationConfig, Project, Run, Score
+from evaluations.ordering import ordered_keys, summary_in_order
 from evaluations.runs.chart_data import SCORE_BINS, ScoreBins, TagRate, nice_step, sparkline_points
 from evaluations.schemas.evalset import EvalConfig
 from evaluations.units import fmt_seconds
@@ -282,9 +284,10 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
-def run_summary_view(summary: dict[str, Any] | None) -> RunSummary | None:
-    """The run's stored aggregates (`runs.run_summary`'s shape) for the page; None until the
-    run has completed."""
+def run_summary_view(summary: dict[str, Any] | None, order: Sequence[str] | None = None) -> RunSummary | None:
+    """The run's stored aggregates (`runs.run_summary`'s shape) for the page, criteria in
+    `order` (the run's `criteria_order`); None until the run has completed."""
+    summary = summary_in_order(summary, order)
     if not summary:
         return None
     statuses = summary.get("statuses") or {}
@@ -575,7 +578,8 @@ def _text(value: Any) -> str:
 def run_criteria(run: Run) -> list[str]:
     """The run's criteria in config order: known before the first score is written."""
     criteria = (run.config or {}).get("criteria") or {}
-    return [str(name) for name, c in criteria.items() if not isinstance(c, dict) or c.get("enabled", True)]
+    return [str(name) for name in ordered_keys(criteria, run.criteria_order)
+            if not isinstance(criteria[name], dict) or criteria[name].get("enabled", True)]
 
 
 # --- The run page -----------------------------------------------------------------------------
@@ -593,7 +597,7 @@ class RunPage:
 
 def run_page(run: Run, filters: ResultFilters, *, can_write: bool, with_charts: bool = True) -> RunPage:
     criteria = run_criteria(run)
-    summary = run_summary_view(run.summary)
+    summary = run_summary_view(run.summary, run.criteria_order)
     return RunPage(
         run=run_view(run),
         summary=summary,

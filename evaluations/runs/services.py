@@ -50,6 +50,7 @@ from evaluations.models import (
     ToolUsage,
     Trace,
 )
+from evaluations.ordering import config_in_order, ordered_dict, ordered_keys
 from evaluations.runs.exports import case_native_dict
 from evaluations.runs.loading import PendingResult, load_pending
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
@@ -90,9 +91,9 @@ def config_for(version: EvalSetVersion, config: EvalConfig | None = None,
     if config is not None:
         return config
     if preset is not None:
-        return EvalConfig.model_validate(preset.config)
+        return EvalConfig.model_validate(config_in_order(preset.config, preset.criteria_order))
     if version.default_config:
-        return EvalConfig.model_validate(version.default_config)
+        return EvalConfig.model_validate(config_in_order(version.default_config, version.default_criteria_order))
     return DEFAULT_CONFIG
 
 
@@ -126,6 +127,12 @@ def run_create(
         raise RunError(f"unknown target kind {target_kind!r}")
     if target_kind == Run.TargetKind.UPLOADED and outputs is None:
         raise RunError("an uploaded-outputs run needs its outputs")
+    if target_kind == Run.TargetKind.HTTP:
+        from evaluations.runs.targets.egress import refusal
+
+        why = refusal(str((target or {}).get("url", "")))
+        if why is not None:
+            raise RunError(f"the target URL is refused: {why}")
     if not 1 <= iterations <= MAX_ITERATIONS:
         raise RunError(f"iterations must be between 1 and {MAX_ITERATIONS}, not {iterations}")
     if version.evalset.project_id != project.pk:
@@ -163,6 +170,7 @@ def run_create(
             evalset_version=version,
             name=name,
             config=used.model_dump(mode="json"),
+            criteria_order=list(used.criteria),
             config_preset=preset,
             target_kind=target_kind,
             target=target or {},
@@ -679,7 +687,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         .order_by("node_name")
     ]
     return {
-        "criteria": criteria,
+        "criteria": ordered_dict(criteria, ordered_keys((run.config or {}).get("criteria") or {}, run.criteria_order)),
         "statuses": status_counts,
         "pass_rate": status_counts.get("passed", 0) / judged if judged else None,
         "latency": {

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluations import safejson
 from evaluations.schemas.evalset import StepType, TrajectoryStep
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput, Usage
 
@@ -447,7 +447,7 @@ def _loads(value: Any) -> Any:
         text = value.strip()
         if text[:1] in ("{", "[", '"') or text in ("true", "false", "null") or _looks_numeric(text):
             try:
-                return json.loads(text)
+                return safejson.loads(text)
             except ValueError:
                 return value
     return value

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import posixpath
 import zipfile
+import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from io import BytesIO
@@ -89,7 +90,7 @@ def expand_zip(archive: SourceFile) -> list[SourceFile]:
     hold links, or unpack past the upload limit (a zip bomb)."""
     try:
         zf = zipfile.ZipFile(BytesIO(archive.data))
-    except zipfile.BadZipFile:
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError):
         raise EvalSetImportError("invalid_zip", [Problem("not a valid zip archive", file=archive.name)]) from None
     members = zf.infolist()
     if len(members) > MAX_ZIP_MEMBERS:
@@ -124,11 +125,39 @@ def expand_zip(archive: SourceFile) -> list[SourceFile]:
             continue
         if base.rsplit(".", 1)[-1].lower() not in DATA_SUFFIXES:
             continue
-        data = zf.read(info)
-        if len(data) != info.file_size:  # pragma: no cover - zipfile checks the CRC itself
-            raise EvalSetImportError("invalid_zip", [Problem("entry size mismatch", file=f"{archive.name}/{name}")])
+        data = _read_member(zf, info, f"{archive.name}/{name}")
         files.append(SourceFile(name, data))
     return files
+
+
+ZIP_READ_CHUNK = 1 << 20
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytes:
+    """One entry's bytes, inflated a chunk at a time and never past the size its header
+    claims: a header that lies (claims 1 KB, inflates to gigabytes) costs one chunk of memory,
+    not the whole inflated entry. The claimed sizes were already held to the upload limit."""
+    chunks: list[bytes] = []
+    read = 0
+    try:
+        with zf.open(info) as entry:
+            while True:
+                chunk = entry.read(min(ZIP_READ_CHUNK, info.file_size - read + 1))
+                if not chunk:
+                    break
+                read += len(chunk)
+                if read > info.file_size:
+                    raise EvalSetImportError("invalid_zip", [Problem(
+                        f"the entry inflates past the {info.file_size:,} bytes its header claims "
+                        "(a damaged or forged zip)", file=where)])
+                chunks.append(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, RuntimeError) as exc:
+        # A bad CRC, a truncated stream, an encrypted entry or an unsupported compression.
+        raise EvalSetImportError("invalid_zip", [Problem(f"the entry cannot be read: {exc}", file=where)]) from None
+    if read != info.file_size:
+        raise EvalSetImportError("invalid_zip", [Problem(
+            f"the entry holds {read:,} bytes, not the {info.file_size:,} its header claims", file=where)])
+    return b"".join(chunks)
 
 
 def files_from_paths(paths: Sequence[str | Path]) -> list[SourceFile]:
@@ -223,6 +252,8 @@ def read_upload(
         for f in files:
             if f.suffix == "json" and f.try_json()[1]:
                 _ = f.json  # raises the located invalid_json error
+            if f.suffix == "csv":
+                _ = f.csv_rows  # a CSV that cannot be read raises its located invalid_csv error
         tried = ", ".join(r.name for r in candidates)
         raise EvalSetImportError(
             "unknown_format",
@@ -235,6 +266,7 @@ def read_upload(
     with nul_free([f.data for f in files]):
         for f, reader in mains:
             sink = sink_factory()
+            sink.source_name = f.name
             result = reader.parse(f, companions, sink=sink)
             for case in result.evalset.eval_cases:  # readers that return the whole list
                 sink.add(case)

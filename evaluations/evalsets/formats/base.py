@@ -23,9 +23,24 @@ import ijson
 from ijson.common import ObjectBuilder
 from pydantic import ValidationError
 
+from evaluations import safejson
 from evaluations.schemas.evalset import EvalCase, EvalConfig, EvalSet
 
 MAX_REPORTED_PROBLEMS = 20
+MAX_CSV_COLUMNS = 1000  # a real eval set has a dozen; a million-column header is an attack
+
+
+def max_cases() -> int:
+    """The most cases (or outputs, or rows) one file may hold: EVALSITE_MAX_CASES."""
+    from django.conf import settings
+
+    return int(getattr(settings, "EVALSITE_MAX_CASES", 100_000))
+
+
+def too_many_cases(name: str | None) -> EvalSetImportError:
+    limit = max_cases()
+    return EvalSetImportError("too_many_cases", [Problem(
+        f"the file holds more than {limit:,} cases, rows or outputs (EVALSITE_MAX_CASES)", file=name)])
 
 PathPart = str | int
 
@@ -165,7 +180,7 @@ class SourceFile:
         try:
             # From the bytes: the decoded text is only needed again to locate an error, and
             # not keeping it saves a copy of the file for the whole import.
-            return json.loads(self.data)
+            return safejson.loads(self.data)
         except json.JSONDecodeError as exc:
             raise EvalSetImportError(
                 "invalid_json",
@@ -187,6 +202,7 @@ class SourceFile:
             raise EvalSetImportError("empty", [Problem("the file is empty", file=self.name)])
         self.check_encoding()
         try:
+            safejson.check_depth(self.data)  # ijson would build any depth; what reads it next would not
             return _stream_outline(self.data)
         except (ijson.JSONError, ValueError, UnicodeDecodeError):
             # Say where it breaks (json's errors have a line and column; ijson's do not), or
@@ -226,11 +242,14 @@ class SourceFile:
         text = self.text
         if not text.strip():
             raise EvalSetImportError("empty", [Problem("the file is empty", file=self.name)])
+        limit = max_cases()
         for lineno, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
+            if len(rows) >= limit:
+                raise too_many_cases(self.name)
             try:
-                rows.append((lineno, json.loads(line)))
+                rows.append((lineno, safejson.loads(line)))
             except json.JSONDecodeError as exc:
                 raise EvalSetImportError(
                     "invalid_json",
@@ -247,9 +266,15 @@ class SourceFile:
         reader = csv.reader(io.StringIO(text, newline=""))
         try:
             header = [h.strip() for h in next(reader)]
+            if len(header) > MAX_CSV_COLUMNS:
+                raise EvalSetImportError("invalid_csv", [Problem(
+                    f"the header has {len(header):,} columns (at most {MAX_CSV_COLUMNS:,})", file=self.name, line=1)])
             rows: list[tuple[int, dict[str, str]]] = []
             line = reader.line_num + 1
+            limit = max_cases()
             for values in reader:
+                if len(rows) >= limit:
+                    raise too_many_cases(self.name)
                 if any(v.strip() for v in values):
                     if len(values) > len(header):
                         raise EvalSetImportError(
@@ -281,8 +306,11 @@ class CaseSink:
         self.count = 0
         self.duplicates: list[tuple[str, int, int]] = []  # (eval_id, first position, this one)
         self._positions: dict[str, int] = {}
+        self.source_name: str | None = None  # named in a too_many_cases error
 
     def add(self, case: EvalCase) -> None:
+        if self.count >= max_cases():
+            raise too_many_cases(self.source_name)
         position = self.count
         self.count += 1
         first = self._positions.setdefault(case.eval_id, position)
@@ -379,7 +407,7 @@ def json_lines(file: SourceFile, problems: list[Problem] | None = None) -> list[
         if not text.strip():
             continue
         try:
-            rows.append((lineno, json.loads(text)))
+            rows.append((lineno, safejson.loads(text)))
         except json.JSONDecodeError as exc:
             if problems is not None:
                 problems.append(Problem(f"not valid JSON: {exc.msg}", file=file.name, line=lineno, column=exc.colno))

@@ -43,6 +43,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evaluations import safejson
 from evaluations.evalsets.formats.base import (
     CaseSink,
     EvalSetImportError,
@@ -503,7 +504,7 @@ def _json_value(run: _Parse, g: _Golden, key: str) -> Any:
     if not text.startswith(("{", "[")):
         return value
     try:
-        return json.loads(text)
+        return safejson.loads(text)
     except json.JSONDecodeError as exc:
         if text.startswith("{"):
             try:
@@ -581,7 +582,7 @@ def parse_tool_list(value: Any) -> tuple[list[Any] | None, str | None]:
         text = value.strip()
         if text.startswith(("[", "{")):
             try:
-                value = json.loads(text)
+                value = safejson.loads(text)
             except json.JSONDecodeError as exc:
                 return None, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno} of the value)"
         else:
@@ -655,7 +656,7 @@ def _conversation(run: _Parse, g: _Golden) -> tuple[list[Invocation], list[dict[
     turns_value = raw
     if isinstance(raw, str):
         try:
-            turns_value = json.loads(raw)
+            turns_value = safejson.loads(raw)
         except json.JSONDecodeError as exc:
             run.problem(g, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno} of the value)", "turns")
             return [], []

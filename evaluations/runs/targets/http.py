@@ -45,6 +45,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evaluations import safejson
+from evaluations.runs.targets import egress
 from evaluations.runs.targets.contract import Message, TurnReply, TurnRequest
 from evaluations.schemas.evalset import EvalCase
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
@@ -155,7 +157,7 @@ def _first_key(obj: dict[str, Any], *keys: str) -> Any:
 def _arguments(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
-            value = json.loads(value) if value.strip() else {}
+            value = safejson.loads(value) if value.strip() else {}
         except ValueError:
             return {"input": value}
     if value is None:
@@ -438,6 +440,7 @@ class HttpTarget:
         self.spec = spec
         self.simulate_user = simulate_user
         self.max_simulated_turns = max_simulated_turns
+        self._pinned: tuple[str, dict[str, str], dict[str, str]] = (spec.url, {}, {})
 
     def run_many(self, work: list[tuple[EvalCase, int]], *,
                  input_overrides: dict[str, dict[str, Any]] | None = None) -> list[AgentOutput]:
@@ -446,6 +449,13 @@ class HttpTarget:
             return []
         overrides = input_overrides or {}
         spec = self.spec
+        try:
+            # Checked again here, not only when the run was created: the policy or the DNS
+            # may have changed since. The checked address is the one connected to.
+            self._pinned = egress.pinned_request(spec.url)
+        except egress.EgressRefused as exc:
+            return [AgentOutput(eval_id=case.eval_id, iteration=iteration, error=f"the target URL is refused: {exc}")
+                    for case, iteration in work]
         limits = httpx.Limits(max_connections=spec.concurrency, max_keepalive_connections=spec.concurrency)
         with httpx.Client(headers=spec.headers, timeout=httpx.Timeout(spec.timeout_seconds), limits=limits,
                           follow_redirects=False) as client:
@@ -501,7 +511,7 @@ class HttpTarget:
             if status >= 300:
                 return TurnResult(error=f"HTTP {status}: {_snippet(data)}", latency_seconds=latency, metadata=meta)
             try:
-                value = json.loads(data)
+                value = safejson.loads(data)
             except ValueError:
                 return TurnResult(error=f"the reply is not JSON: {_snippet(data)}", latency_seconds=latency,
                                   metadata=meta)
@@ -519,7 +529,9 @@ class HttpTarget:
         deadline also bounds an agent that trickles its answer out byte by byte."""
         spec = self.spec
         deadline = perf_counter() + spec.timeout_seconds
-        with client.stream("POST", spec.url, json=body, headers=headers) as response:
+        url, pinned_headers, extensions = self._pinned
+        with client.stream("POST", url, json=body, headers={**headers, **pinned_headers},
+                           extensions=extensions) as response:
             chunks: list[bytes] = []
             size = 0
             for chunk in response.iter_bytes():

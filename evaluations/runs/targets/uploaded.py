@@ -37,6 +37,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evaluations import safejson
 from evaluations.evalsets.formats import expand
 from evaluations.evalsets.formats.adk import _MISSING, _Converter, _take
 from evaluations.evalsets.formats.base import (
@@ -47,6 +48,8 @@ from evaluations.evalsets.formats.base import (
     SourceFile,
     format_path,
     locate,
+    max_cases,
+    too_many_cases,
 )
 from evaluations.runs.traces import TraceError, apply_trace, parse_otlp
 from evaluations.schemas.evalset import MessageContent
@@ -136,7 +139,7 @@ def _read_file(file: SourceFile, problems: _Problems) -> list[_Read]:
         # ADK's LocalEvalSetResultsManager once wrote `json.dump(result.model_dump_json())`: a
         # JSON string holding the JSON. Lines in the inner text mean nothing to the user.
         try:
-            inner = json.loads(doc)
+            inner = safejson.loads(doc)
         except ValueError:
             inner = None
         if isinstance(inner, dict) and _is_adk_result(inner):
@@ -155,6 +158,8 @@ def _read_file(file: SourceFile, problems: _Problems) -> list[_Read]:
         problems.add(file, where, (), 'expected a list of outputs, an object {"results": [...]}, JSON lines, '
                      "or an ADK EvalSetResult")
         return []
+    if len(rows) > max_cases():
+        raise too_many_cases(file.name)
     return [r for path, row in rows if (r := _native(row, file, where, path, problems)) is not None]
 
 
@@ -162,7 +167,7 @@ def _is_json_lines(file: SourceFile) -> bool:
     """A `.json` file whose first line is a whole JSON object: JSON lines, named .json."""
     try:
         first = file.text.lstrip().split("\n", 1)[0]
-        return isinstance(json.loads(first), dict) and file.text.strip() != first.strip()
+        return isinstance(safejson.loads(first), dict) and file.text.strip() != first.strip()
     except (ValueError, EvalSetImportError):
         return False
 
@@ -172,15 +177,18 @@ def _is_adk_result(doc: dict[str, Any]) -> bool:
 
 
 def _read_lines(file: SourceFile, problems: _Problems) -> list[_Read]:
-    out = []
+    out: list[_Read] = []
     if file.is_blank():
         raise EvalSetImportError("empty", [Problem("the file is empty", file=file.name)])
+    limit = max_cases()
     for lineno, line in enumerate(file.text.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(out) >= limit:
+            raise too_many_cases(file.name)
         where = _Text(line, lineno)
         try:
-            row = json.loads(line)
+            row = safejson.loads(line)
         except json.JSONDecodeError as exc:
             problems.add(file, _Text(None, lineno), (), f"not valid JSON: {exc.msg}", column=exc.colno)
             continue

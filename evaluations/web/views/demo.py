@@ -3,13 +3,13 @@ an HTTP evaluation of the demo eval set against itself."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
 
+from evaluations import safejson
 from evaluations.accounts.tokens import user_from_request_token
 from evaluations.demo.agent import parse_faults, respond
 from evaluations.runs.targets.contract import TurnRequest
@@ -43,7 +43,7 @@ def demo_agent(request: HttpRequest) -> JsonResponse:
     if request.method != "POST":
         return JsonResponse({"error": "POST a JSON TurnRequest"}, status=405, headers={"Allow": "POST"})
     try:
-        body = json.loads(request.body)
+        body = safejson.loads(request.body)
     except (ValueError, UnicodeDecodeError):
         return JsonResponse({"error": "the body must be a JSON TurnRequest"}, status=400)
     try:

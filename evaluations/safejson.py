@@ -1,0 +1,104 @@
+"""JSON from users, parsed within bounds.
+
+Python's `json` recurses once per level of nesting: a document nested 100,000 levels deep
+raises RecursionError (a 500), and one nested 900 levels deep parses but then overflows the
+stack further on (pydantic, the JSON field's encoder, the pages that show it). Every JSON
+text that comes from a user (an uploaded eval set or outputs file, an API body, a form field,
+an agent's answer) is therefore measured first: `check_depth` finds its deepest nesting in
+a few vectorised passes (numpy, no Python loop per character) and raises `TooDeep`, a
+`json.JSONDecodeError` whose message says why and whose line and column point at the
+bracket that went past the limit, so every caller that already reports invalid JSON with its
+location reports this too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+MAX_DEPTH = 64  # arrays and objects inside each other; real eval sets stay under 15
+_CHUNK = 1 << 20
+_QUOTE, _BACKSLASH, _OPEN_ARRAY, _OPEN_OBJECT, _CLOSE_ARRAY, _CLOSE_OBJECT = (ord(c) for c in '"\\[{]}')
+
+
+class TooDeep(json.JSONDecodeError):
+    def __init__(self, doc: str, pos: int, limit: int):
+        super().__init__(f"nested more than {limit} levels deep (evalsite reads at most {limit})", doc, pos)
+
+
+def deepest(data: bytes, limit: int = MAX_DEPTH) -> tuple[int, int | None]:
+    """(deepest nesting seen, byte offset where it first exceeded `limit`, or None).
+
+    Brackets inside strings do not count; a quote after an odd run of backslashes does not
+    end a string."""
+    depth = 0
+    inside = 0  # 1 while a string is open at the chunk boundary
+    run = 0  # backslashes at the end of the previous chunk
+    best = 0
+    for start in range(0, len(data), _CHUNK):
+        arr = np.frombuffer(data[start:start + _CHUNK], dtype=np.uint8)
+        n = len(arr)
+        quotes = arr == _QUOTE
+        slashes = arr == _BACKSLASH
+        if slashes.any() or run:
+            index = np.arange(n, dtype=np.int64)
+            last_other = np.maximum.accumulate(np.where(slashes, -1, index))
+            # Backslashes right before each position (the run may start in earlier chunks).
+            before = np.empty(n, dtype=np.int64)
+            before[0] = run
+            before[1:] = index[:-1] - last_other[:-1]
+            before[1:][last_other[:-1] < 0] += run
+            quotes &= (before & 1) == 0
+            tail = int(n - 1 - last_other[-1])
+            run = tail + run if last_other[-1] < 0 else tail
+        parity = (np.cumsum(quotes, dtype=np.int64) + inside) & 1
+        outside = (parity == 0) & ~quotes
+        delta = np.zeros(n, dtype=np.int8)
+        delta[((arr == _OPEN_ARRAY) | (arr == _OPEN_OBJECT)) & outside] = 1
+        delta[((arr == _CLOSE_ARRAY) | (arr == _CLOSE_OBJECT)) & outside] = -1
+        levels = np.cumsum(delta, dtype=np.int64) + depth
+        top = int(levels.max())
+        if top > limit:
+            return top, start + int(np.argmax(levels > limit))
+        best = max(best, top)
+        depth = int(levels[-1])
+        inside = int(parity[-1])
+    return best, None
+
+
+def check_depth(data: bytes | str, limit: int = MAX_DEPTH) -> None:
+    """Raise TooDeep when `data` nests arrays and objects more than `limit` levels deep."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return  # too few brackets to nest that deep: no need to look closer
+    _, where = deepest(raw, limit)
+    if where is not None:
+        doc = data if isinstance(data, str) else data.decode("utf-8", "replace")
+        # JSONDecodeError's position counts characters, not bytes.
+        raise TooDeep(doc, len(raw[:where].decode("utf-8", "replace")), limit)
+
+
+def loads(data: bytes | str, **kwargs: Any) -> Any:
+    """`json.loads` for text from a user: TooDeep (a JSONDecodeError) past MAX_DEPTH."""
+    check_depth(data)
+    try:
+        return json.loads(data, **kwargs)
+    except RecursionError:  # pragma: no cover - check_depth refused it first
+        raise TooDeep(data if isinstance(data, str) else "", 0, MAX_DEPTH) from None
+
+
+def value_depth(value: Any) -> int:
+    """How deep a parsed value nests (iteratively: a deep value cannot overflow the stack)."""
+    deepest_seen = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            deepest_seen = max(deepest_seen, level)
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            deepest_seen = max(deepest_seen, level)
+            stack.extend((v, level + 1) for v in item)
+    return deepest_seen

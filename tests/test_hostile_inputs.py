@@ -1,0 +1,229 @@
+"""Hostile input beyond the eval-set catalogue (tests/test_bad_input.py): JSON bodies and
+outputs nested past the limit, millions of tiny cases, and a zip whose header lies about
+its size, sent to a real server in its own process whose memory is measured."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from evaluations import safejson
+from evaluations.evalsets.formats.base import EvalSetImportError, SourceFile
+from evaluations.models import EvalCase, EvalSet, Project, Run
+from evaluations.runs.targets.uploaded import read_outputs
+from tests.conftest import REPO
+from tests.engine_helpers import import_demo, perfect_outputs
+
+DEEP = 100_000
+
+
+def _nest(depth: int, leaf: str = "1") -> str:
+    return '{"a": ' * depth + leaf + "}" * depth
+
+
+# --- The depth measure itself ---------------------------------------------------------------
+
+
+def test_the_depth_measure_ignores_brackets_in_strings_and_escaped_quotes() -> None:
+    assert safejson.deepest(b'[[["[[[\\"[[" ]]]') == (3, None)
+    assert safejson.deepest(b'{"a": ["\\\\", {"b": "]]]]\\\\\\""}, [[]]]}') == (4, None)
+    top, where = safejson.deepest(b"[" * 70 + b"]" * 70)
+    assert (top, where) == (70, 64)
+
+
+def test_the_depth_measure_is_right_across_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(safejson, "_CHUNK", 5)
+    for value in (["a\\", {"[": ['"\\\\"', [[["x"]]]]}], [[[[[[]]]]]], {"k": '\\"]]]]]]"'}):
+        text = json.dumps(value).encode()
+        assert safejson.deepest(text, 1000)[0] == safejson.value_depth(value), text
+
+
+def test_a_body_nested_100000_levels_is_refused_with_where_and_why() -> None:
+    with pytest.raises(json.JSONDecodeError) as info:
+        safejson.loads("[" * DEEP + "]" * DEEP)
+    assert "nested more than 64 levels deep" in info.value.msg
+    assert (info.value.lineno, info.value.colno) == (1, 65)
+    assert safejson.loads(_nest(60)) is not None  # within the limit: read as before
+
+
+# --- JSON from users: API bodies, forms, outputs --------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_api_answers_a_deep_json_body_with_400_saying_why(alice_client: Client, acme: Project) -> None:
+    response = alice_client.post("/api/v1/runs/", data="[" * DEEP + "]" * DEEP, content_type="application/json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "parse_error"
+    assert "nested more than 64 levels deep" in body["message"]
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_outputs_with_deeply_nested_tool_arguments_are_refused_and_start_no_run(alice_client: Client,
+                                                                                acme: Project) -> None:
+    version = import_demo(acme)
+    outputs = perfect_outputs()
+    outputs[0]["turns"][0]["tool_calls"] = [{"name": "get_weather", "args": {"deep": "PLACEHOLDER"}}]
+    text = json.dumps(outputs).replace('"PLACEHOLDER"', _nest(DEEP))
+    response = alice_client.post("/api/v1/runs/", {
+        "evalset": str(version.evalset_id), "outputs_file": SimpleUploadedFile("outputs.json", text.encode())})
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert "nested more than 64 levels deep" in json.dumps(body)
+    assert "outputs.json" in json.dumps(body)
+    assert Run.objects.count() == 0
+
+
+def test_reading_deep_outputs_says_the_file_line_and_why() -> None:
+    text = '{"eval_id": "a", "turns": [{"final_response": "x"}]}\n' + _nest(DEEP) + "\n"
+    with pytest.raises(EvalSetImportError) as info:
+        read_outputs([SourceFile("outputs.jsonl", text.encode())])
+    assert "outputs.jsonl:2" in info.value.summary()
+    assert "nested more than 64 levels deep" in info.value.summary()
+
+
+@pytest.mark.django_db
+def test_the_demo_agent_answers_a_deep_body_with_400(alice_client: Client) -> None:
+    response = alice_client.post("/demo/agent/", data="[" * DEEP + "]" * DEEP, content_type="application/json")
+    assert response.status_code == 400
+
+
+# --- Millions of tiny cases --------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name,body", [
+    ("tiny.jsonl", "".join(json.dumps({"input": f"q{i}", "expected_output": "a"}) + "\n" for i in range(101))),
+    ("tiny.csv", "input,expected_output\n" + "".join(f"q{i},a\n" for i in range(101))),
+    ("tiny.evalset.json", json.dumps({"eval_set_id": "tiny", "eval_cases": [
+        {"eval_id": f"c{i}", "conversation": [{"invocation_id": "t", "user_content": {"role": "user", "content": "hi"}}]}
+        for i in range(101)]})),
+])
+def test_more_cases_than_the_limit_are_refused_and_nothing_is_written(alice_client: Client, settings: Any,
+                                                                      name: str, body: str) -> None:
+    settings.EVALSITE_MAX_CASES = 100
+    response = alice_client.post("/api/v1/evalsets/", {"project": "acme",
+                                                       "file": [SimpleUploadedFile(name, body.encode())]})
+    assert response.status_code == 400
+    answer = response.json()
+    assert answer["code"] == "too_many_cases"
+    assert "more than 100 cases" in answer["message"] and answer["problems"][0]["file"] == name
+    assert EvalSet.objects.count() == 0 and EvalCase.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_the_case_limit_leaves_a_file_at_the_limit_alone(alice_client: Client, settings: Any) -> None:
+    settings.EVALSITE_MAX_CASES = 100
+    body = "".join(json.dumps({"input": f"q{i}", "expected_output": "a"}) + "\n" for i in range(100))
+    response = alice_client.post("/api/v1/evalsets/", {"project": "acme",
+                                                       "file": [SimpleUploadedFile("ok.jsonl", body.encode())]})
+    assert response.status_code == 201, response.content
+    assert EvalCase.objects.count() == 100
+
+
+# --- A zip whose header lies, against a real server ----------------------------------------
+
+
+def _lying_zip(inflated: int, claimed: int = 1000) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf, zf.open("big.evalset.json", "w") as entry:
+        block = b" " * (1 << 20)
+        for _ in range(inflated // len(block)):
+            entry.write(block)
+    data = bytearray(buffer.getvalue())
+    # Patch the sizes in the headers down to `claimed`, as an attacker would.
+    local = data.index(b"PK\x03\x04")
+    data[local + 22:local + 26] = claimed.to_bytes(4, "little")
+    central = data.index(b"PK\x01\x02")
+    data[central + 24:central + 28] = claimed.to_bytes(4, "little")
+    return bytes(data)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident memory (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.slow
+def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_nothing(tmp_path: Path) -> None:
+    inflated = 400 * 1024 * 1024
+    archive = _lying_zip(inflated)
+    assert len(archive) < 2 * 1024 * 1024
+    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+        assert zf.infolist()[0].file_size == 1000  # the lie zipfile believes
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY",
+                                                            "DJANGO_SETTINGS_MODULE"}}
+    env.update({"EVALSITE_DATA_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1",
+                "EVALSITE_ADMIN_USERNAME": "root", "EVALSITE_ADMIN_PASSWORD": "root-pass-123"})
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--web-workers", "1"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    output: list[str] = []
+    try:
+        assert proc.stdout is not None
+        while not any("Press Ctrl+C" in line for line in output):
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "".join(output)
+            output.append(line)
+        threading.Thread(target=lambda: output.extend(proc.stdout or []), daemon=True).start()
+        web = [c for c in psutil.Process(proc.pid).children(recursive=True) if "gunicorn" in " ".join(c.cmdline())]
+        workers = [w for w in web if w.ppid() in {p.pid for p in web}] or web
+        before = {w.pid: _peak_rss(w.pid) for w in workers}
+
+        boundary = uuid.uuid4().hex
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"project\"\r\n\r\ndefault\r\n"
+                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"liar.zip\"\r\n"
+                "Content-Type: application/zip\r\n\r\n").encode() + archive + f"\r\n--{boundary}--\r\n".encode()
+        import base64
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/v1/evalsets/", data=body, method="POST",
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
+                     "Authorization": "Basic " + base64.b64encode(b"root:root-pass-123").decode()})
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(request, timeout=120)
+        answer = json.loads(info.value.read())
+        assert info.value.code == 400, answer
+        assert answer["code"] == "invalid_zip"
+        assert answer["problems"][0]["file"] == "liar.zip/big.evalset.json"
+
+        grown = max(_peak_rss(w.pid) - before[w.pid] for w in workers)
+        assert grown < 64 * 1024 * 1024, f"the worker's peak memory grew {grown / 2**20:.0f} MB"
+        listing = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/evalsets/", headers={
+            "Authorization": "Basic " + base64.b64encode(b"root:root-pass-123").decode()})
+        with urllib.request.urlopen(listing, timeout=30) as response:
+            assert json.loads(response.read())["count"] == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
