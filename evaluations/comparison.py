@@ -54,6 +54,7 @@ import numpy as np
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from evaluations.baselines import baseline_for
 from evaluations.models import CaseResult, Comparison, Run, Score
 
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
@@ -564,15 +565,9 @@ def comparison_walk(*, baseline: Run, candidate: Run) -> WalkData:
 
 
 def default_baseline(candidate: Run) -> Run | None:
-    """The eval set's pinned baseline when it is not the candidate itself, else the latest
-    completed run of the same eval set created before the candidate."""
-    evalset = candidate.evalset_version.evalset
-    pinned = evalset.baseline_run
-    if pinned is not None and pinned.pk != candidate.pk and pinned.project_id == candidate.project_id:
-        return pinned
-    return (Run.objects.filter(evalset_version__evalset_id=evalset.pk, status=Run.Status.COMPLETED,
-                               created_at__lte=candidate.created_at)
-            .exclude(pk=candidate.pk).order_by("-created_at", "-pk").first())
+    """The candidate's default baseline: one rule for every page, the API and the CLI
+    (`evaluations.baselines`: pinned, else like for like on branch, model and version)."""
+    return baseline_for(candidate)
 
 
 # --- Reading a summary --------------------------------------------------------------------
@@ -665,14 +660,20 @@ def lead_criteria(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def headline(summary: dict[str, Any]) -> str:
     """The one-line answer: "2 regressions, 1 improvement · trajectory_match -0.25 [-0.50,
-    0.00], could be noise · p95 latency +1.4 s" (with real minus signs)."""
+    0.00] · too few cases to call the overall change (n = 8); n≈24 would be needed · p95
+    latency +1.4 s" (with real minus signs)."""
     counts = summary["counts"]
     parts = [f"{counts.get(REGRESSED, 0)} regression{'' if counts.get(REGRESSED, 0) == 1 else 's'}, "
              f"{counts.get(IMPROVED, 0)} improvement{'' if counts.get(IMPROVED, 0) == 1 else 's'}"
              + "".join(f", {counts[key]} {STATUSES[key].label}" for key in (ERRORED, FLAKY) if counts.get(key))]
     for c in lead_criteria(summary):
         parts.append(f"{c['name']} {signed(c['delta'])} [{signed(c['ci_low'], sign=False)}, "
-                     f"{signed(c['ci_high'], sign=False)}], {c['verdict']}")
+                     f"{signed(c['ci_high'], sign=False)}]")
+    # One wording for the one question "is the overall change real?" (evaluations.verdict);
+    # whether each case's flip reproduces is said beside the case.
+    from evaluations.verdict import overall
+
+    parts.append(overall(counts, len(summary["cases"])))
     delta_p95 = summary["latency"]["delta_p95"]
     if delta_p95 is not None:
         parts.append(f"p95 latency {signed_seconds(delta_p95)}")

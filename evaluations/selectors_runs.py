@@ -8,7 +8,7 @@ or from GROUP BY queries; only one page of case results is ever loaded.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any
 
@@ -730,6 +730,8 @@ class EvalSetTrend:
     run_count: int  # among the last SPARKLINE_RUNS
     pass_rates: list[float | None]  # oldest first, of finished runs
     sparkline: str  # SVG polyline points
+    # the latest run against its default baseline (evaluations.baselines), when it completed
+    vs: Any = None
 
     @property
     def sparkline_end(self) -> tuple[str, str] | None:
@@ -805,6 +807,13 @@ def home_page(*, project: Project) -> HomePage:
             for pk, name, eval_set_id, cases in EvalSet.objects.filter(project=project)
             .exclude(pk__in=list(by_evalset)).order_by("-updated_at", "pk")
             .values_list("pk", "name", "eval_set_id", "latest_version__case_count")]
+    completed = {t.latest.pk for t in trends if t.latest.status == Run.Status.COMPLETED}
+    if completed:
+        from evaluations.baselines import baseline_link
+
+        latest = {run.pk: run for run in Run.objects.filter(pk__in=completed)
+                  .select_related("evalset_version__evalset__baseline_run")}
+        trends = [replace(t, vs=baseline_link(latest[t.latest.pk])) if t.latest.pk in latest else t for t in trends]
     return HomePage(trends=trends, active=active_runs(project=project), idle=idle)
 
 

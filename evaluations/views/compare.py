@@ -28,6 +28,7 @@ from django.views.decorators.http import require_GET
 
 from evaluations import comparison, exports
 from evaluations.api.converters import MAX_ID
+from evaluations.baselines import mismatches
 from evaluations.charts import fmt_seconds, to_html
 from evaluations.charts.compare import (
     DeltaBar,
@@ -39,16 +40,18 @@ from evaluations.charts.compare import (
     tag_pass_rates,
 )
 from evaluations.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
+from evaluations.findings import Finding, findings
 from evaluations.models import Run, Triage
 from evaluations.selectors_runs import runs_visible_to
 from evaluations.triage import triage_by_case, triage_stamp_annotations
+from evaluations.verdict import reproducibility_line
 from evaluations.views.common import SESSION_PROJECT_KEY, enter_project
 
 CASES_PER_PAGE = 50
 BASELINE_CHOICES = 50
 BODY_CACHE_SECONDS = 24 * 3600
 # Columns of a run and its eval set that the compare page's request path never reads.
-_UNREAD_FIELDS = ("config", "target", "summary", "input_overrides", "eval_ids", "error",
+_UNREAD_FIELDS = ("target", "summary", "input_overrides", "eval_ids", "error",
                   "evalset_version__description", "evalset_version__metadata", "evalset_version__default_config",
                   "evalset_version__evaluator_config", "evalset_version__warnings", "evalset_version__tags")
 FILTERS = ("all", *STATUSES)
@@ -219,6 +222,18 @@ class ComparePage:
     deltas_html: str
     tags_html: str
     resamples: int
+    per_case: str = ""  # is each flip reproducible (evaluations.verdict)
+    mismatches: tuple[str, ...] = ()  # what makes the two runs unlike (evaluations.baselines)
+    regressions: tuple[Finding, ...] = ()
+    improvements: tuple[Finding, ...] = ()
+
+    @property
+    def regressed_count(self) -> int:
+        return dict((style.key, n) for style, n in self.counts).get(comparison.REGRESSED, 0)
+
+    @property
+    def improved_count(self) -> int:
+        return dict((style.key, n) for style, n in self.counts).get(comparison.IMPROVED, 0)
 
 
 def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], status: str, q: str, criterion: str,
@@ -254,6 +269,7 @@ def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], stat
         filters.append(FilterChip(key, STATUSES.get(key), count, base_url + "?" + urlencode(params), key == status))
 
     latency = summary["latency"]
+    found = findings(summary, candidate, (comparison.REGRESSED, comparison.IMPROVED))
     return ComparePage(
         baseline=baseline, candidate=candidate, baseline_label=run_label(baseline),
         candidate_label=run_label(candidate), live=not (baseline.is_finished and candidate.is_finished),
@@ -269,6 +285,8 @@ def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], stat
         else "",
         tags_html=to_html(tag_pass_rates([TagPair(**t) for t in summary["tags"]])) if summary["tags"] else "",
         resamples=summary["resamples"],
+        per_case=reproducibility_line(summary), mismatches=tuple(mismatches(baseline, candidate)),
+        regressions=tuple(found[comparison.REGRESSED]), improvements=tuple(found[comparison.IMPROVED]),
     )
 
 

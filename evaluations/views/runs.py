@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from evaluations import runs
 from evaluations import selectors_runs as selectors
 from evaluations.audit import object_history, record_run
+from evaluations.baselines import baseline_link
 from evaluations.charts import to_html
 from evaluations.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
 from evaluations.forms_runs import NewRunForm, config_text
@@ -223,7 +224,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         response = render(request, "evaluations/runs/detail.html",
                           {"page": page, "run": page.run, "table": page.table, "charts": charts,
                            "pinned": run.evalset_version.evalset.baseline_run_id == run.pk,
-                           "can_admin": role == Membership.Role.ADMIN, "history": object_history(run)})
+                           "can_admin": role == Membership.Role.ADMIN, "history": object_history(run),
+                           "vs": baseline_link(run)})
     patch_vary_headers(response, ["HX-Request"])
     return response
 
