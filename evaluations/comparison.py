@@ -59,7 +59,7 @@ from evaluations.models import CaseResult, Comparison, Run, Score
 
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
 # version are recomputed on their next view.
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -83,6 +83,7 @@ NEW = "new"
 REMOVED = "removed"
 ERRORED = "errored"
 FLAKY = "flaky"
+PENDING = "pending"  # the candidate is still running and has not settled every repeat of the case
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ STATUSES: dict[str, StatusStyle] = {s.key: s for s in (
     StatusStyle(FLAKY, "flaky", "≈", "#F0E442", "mixed outcomes within a run's repeats"),
     StatusStyle(IMPROVED, "improved", "▲", "#0072B2", "failed in the baseline, passes in the candidate"),
     StatusStyle(NEW, "new", "+", "#56B4E9", "only in the candidate"),
+    StatusStyle(PENDING, "pending", "◷", "#6E6E6E", "the candidate has not finished this case yet"),
     StatusStyle(REMOVED, "removed", MINUS, "#999999", "only in the baseline"),
     StatusStyle(UNCHANGED_FAIL, "unchanged fail", "✗", "#CC79A7", "fails in both runs"),
     StatusStyle(UNCHANGED_PASS, "unchanged pass", "✓", "#009E73", "passes in both runs"),
@@ -424,10 +426,14 @@ def _tags(cases: list[tuple[str, _Side | None, _Side | None]]) -> list[dict[str,
 def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, Any]:
     """The comparison summary (a JSON-ready dict) of two runs' data. Pure: no database."""
     before_sides, after_sides = _sides(baseline), _sides(candidate)
+    # A case the candidate has not settled every repeat of is pending, not "removed" or judged
+    # on the repeats done so far; the verdict waits for it (`headline`).
+    pending = {r.eval_id for r in candidate.results if result_outcome(r.status) is None}
     rows: list[tuple[str, str, _Side | None, _Side | None]] = []
-    for eval_id in before_sides.keys() | after_sides.keys():
+    for eval_id in before_sides.keys() | after_sides.keys() | pending:
         before, after = before_sides.get(eval_id), after_sides.get(eval_id)
-        status = classify(before.outcomes if before else None, after.outcomes if after else None)
+        status = PENDING if eval_id in pending else classify(before.outcomes if before else None,
+                                                             after.outcomes if after else None)
         rows.append((eval_id, status, before, after))
     rows.sort(key=lambda row: (SEVERITY[row[1]], row[0]))
 
@@ -663,6 +669,11 @@ def headline(summary: dict[str, Any]) -> str:
     0.00] · too few cases to call the overall change (n = 8); n≈24 would be needed · p95
     latency +1.4 s" (with real minus signs)."""
     counts = summary["counts"]
+    if counts.get(PENDING):
+        so_far = (f"{counts.get(REGRESSED, 0)} regression{'' if counts.get(REGRESSED, 0) == 1 else 's'} and "
+                  f"{counts.get(IMPROVED, 0)} improvement{'' if counts.get(IMPROVED, 0) == 1 else 's'} so far")
+        return (f"The candidate is still running: {counts[PENDING]:,} of {len(summary['cases']):,} cases pending; "
+                f"the verdict waits until it finishes ({so_far})")
     parts = [f"{counts.get(REGRESSED, 0)} regression{'' if counts.get(REGRESSED, 0) == 1 else 's'}, "
              f"{counts.get(IMPROVED, 0)} improvement{'' if counts.get(IMPROVED, 0) == 1 else 's'}"
              + "".join(f", {counts[key]} {STATUSES[key].label}" for key in (ERRORED, FLAKY) if counts.get(key))]

@@ -26,6 +26,7 @@ import os
 import socket
 import statistics
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
@@ -58,8 +59,13 @@ from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
 
 log = logging.getLogger(__name__)
 
-# How often a long batch renews the heartbeat and checks for cancellation.
+# How often a long batch renews the heartbeat and checks for cancellation: at most this many
+# results per write. A batch starts with chunks as small as the target's concurrency (one
+# result for a Python callable) and grows them until a chunk takes about CHUNK_SECONDS, so
+# a slow agent's run shows its counters moving result by result while a fast one keeps
+# writing 50 results a transaction.
 CHUNK = 50
+CHUNK_SECONDS = 0.5
 
 DEFAULT_CONFIG = EvalConfig(
     criteria={
@@ -289,12 +295,19 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
     # connection would wait on that transaction's write lock on SQLite.
     keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner)
     try:
-        for start in range(0, len(pending), CHUNK):
+        floor = _chunk_floor(target)
+        size, start = floor, 0
+        while start < len(pending):
             alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
                 heartbeat_at=timezone.now(), lease_owner=owner)
             if not alive:
                 break  # cancelled (or finished by a twin)
-            settled += _run_chunk(run, pending[start:start + CHUNK], evaluators, target)
+            part = pending[start:start + size]
+            began = time.monotonic()
+            settled += _run_chunk(run, part, evaluators, target)
+            start += len(part)
+            per_result = (time.monotonic() - began) / len(part)
+            size = CHUNK if per_result <= 0 else max(floor, min(CHUNK, int(CHUNK_SECONDS / per_result)))
     finally:
         if keeper is not None:
             keeper.stop()
@@ -371,6 +384,12 @@ def _build_target(run: Run) -> Any:
 
 def native_case(row: EvalCase) -> NativeCase:
     return NativeCase.model_validate(case_native_dict(row))
+
+
+def _chunk_floor(target: Any) -> int:
+    """The smallest chunk worth writing: as many results as the target answers at once."""
+    concurrency = getattr(getattr(target, "spec", None), "concurrency", 1)
+    return max(1, min(CHUNK, concurrency if isinstance(concurrency, int) else 1))
 
 
 def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],

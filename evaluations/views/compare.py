@@ -285,7 +285,8 @@ def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], stat
         else "",
         tags_html=to_html(tag_pass_rates([TagPair(**t) for t in summary["tags"]])) if summary["tags"] else "",
         resamples=summary["resamples"],
-        per_case=reproducibility_line(summary), mismatches=tuple(mismatches(baseline, candidate)),
+        per_case="" if summary["counts"].get(comparison.PENDING) else reproducibility_line(summary),
+        mismatches=tuple(mismatches(baseline, candidate)),
         regressions=tuple(found[comparison.REGRESSED]), improvements=tuple(found[comparison.IMPROVED]),
     )
 

@@ -24,6 +24,7 @@ from evaluations.baselines import baseline_link
 from evaluations.charts import to_html
 from evaluations.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
 from evaluations.forms_runs import NewRunForm, config_text
+from evaluations.live import live_status
 from evaluations.models import AuditEvent, Membership, Run
 from evaluations.views.common import current_project, enter_project
 from evaluations.views.evalsets import IMPORT_ERROR_TITLES
@@ -225,7 +226,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                           {"page": page, "run": page.run, "table": page.table, "charts": charts,
                            "pinned": run.evalset_version.evalset.baseline_run_id == run.pk,
                            "can_admin": role == Membership.Role.ADMIN, "history": object_history(run),
-                           "vs": baseline_link(run)})
+                           "vs": baseline_link(run), "live": live_status(run) if page.run.is_active else None})
     patch_vary_headers(response, ["HX-Request"])
     return response
 
@@ -238,7 +239,8 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     run = _visible_run(request, pk)
     view = selectors.run_view(run)
     response = render(request, "evaluations/runs/_progress.html",
-                      {"run": view, "can_write": run.project.can_write(request.user)})
+                      {"run": view, "can_write": run.project.can_write(request.user),
+                       "live": live_status(run) if view.is_active else None})
     if request.htmx and not view.is_active:  # type: ignore[attr-defined]
         response["HX-Refresh"] = "true"
     return response
