@@ -622,7 +622,34 @@ def run_finish(run_id: int) -> bool:
 
             run.status, run.finished_at = Run.Status.COMPLETED, finished_at
             comparison_store(baseline=baseline, candidate=run, summary=compared)
+    if done:
+        _after_finish(run, baseline, compared)
     return done
+
+
+def _after_finish(run: Run, baseline: Run | None, compared: dict[str, Any] | None) -> None:
+    """The activity feed hears that the run finished (with its regressions against its
+    default baseline), and cases that passed again end their triage on the run's branch.
+    Never fails the run."""
+    from evaluations.audit import audit_record
+    from evaluations.models import AuditEvent
+    from evaluations.triage import triage_resolve_passed
+
+    try:
+        run = Run.objects.select_related("project", "evalset_version__evalset").get(pk=run.pk)
+        regressions = (compared or {}).get("counts", {}).get("regressed") if compared else None
+        name = f" ({run.name})" if run.name else ""
+        if baseline is not None and regressions is not None:
+            said = f"{regressions} regression{'' if regressions == 1 else 's'} vs #{baseline.pk}"
+        else:
+            said = "nothing to compare with"
+        audit_record(project=run.project, actor=None, verb=AuditEvent.Verb.RUN_FINISHED, obj=run,
+                     summary=f"run #{run.pk}{name} finished: {said}",
+                     data={"regressions": regressions, "baseline": baseline.pk if baseline else None,
+                           "candidate": run.pk})
+        triage_resolve_passed(run)
+    except Exception:
+        log.exception("run %s: could not record its finish", run.pk)
 
 
 def _compare_with_default_baseline(run: Run) -> tuple[Run | None, dict[str, Any] | None]:

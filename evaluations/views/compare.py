@@ -407,9 +407,13 @@ UNION ALL
 SELECT 'c', CAST(c.id AS TEXT), CAST(c.version AS TEXT), CAST(c.computed_at AS TEXT),
        CAST(c.baseline_finished_at AS TEXT), CAST(c.candidate_finished_at AS TEXT),
        (SELECT CAST(COUNT(*) AS TEXT) FROM evaluations_triage t
-         WHERE t.baseline_id = %(baseline)s AND t.candidate_id = %(candidate)s),
+         JOIN evaluations_run tc ON tc.id = %(candidate)s
+         JOIN evaluations_evalsetversion tv ON tv.id = tc.evalset_version_id
+         WHERE t.evalset_id = tv.evalset_id AND t.branch = tc.branch),
        (SELECT CAST(MAX(t.updated_at) AS TEXT) FROM evaluations_triage t
-         WHERE t.baseline_id = %(baseline)s AND t.candidate_id = %(candidate)s),
+         JOIN evaluations_run tc ON tc.id = %(candidate)s
+         JOIN evaluations_evalsetversion tv ON tv.id = tc.evalset_version_id
+         WHERE t.evalset_id = tv.evalset_id AND t.branch = tc.branch),
        NULL, NULL, NULL, NULL, NULL
   FROM evaluations_comparison c
  WHERE c.baseline_id = %(baseline)s AND c.candidate_id = %(candidate)s
