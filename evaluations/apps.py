@@ -10,13 +10,14 @@ class EvaluationsConfig(AppConfig):
 
     def ready(self) -> None:
         # A run that completes stores its comparison with the default baseline in the same
-        # transaction. The hook is wired here so that runs never import review (the data
-        # flows runs -> review; see docs/ARCHITECTURE.md).
-        from evaluations.review.comparison import precompute_on_completion
+        # transaction, then tells the activity feed and ends the triage of cases that pass
+        # again. The hook is wired here so that runs never import review (the data flows
+        # runs -> review; see docs/ARCHITECTURE.md).
+        from evaluations.review.completion import on_run_completion
         from evaluations.runs import services
 
-        if precompute_on_completion not in services.completion_hooks:
-            services.completion_hooks.append(precompute_on_completion)
+        if on_run_completion not in services.completion_hooks:
+            services.completion_hooks.append(on_run_completion)
 
         from django_q.signals import post_spawn
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 from django.db import models
@@ -83,6 +84,22 @@ class EventRow:
     object_id: str
     summary: str
     data: dict[str, Any]
+
+    @property
+    def url(self) -> str | None:
+        """Where the event leads: a finished run to its comparison, a triage or comment event
+        to the case's drill-down in the comparison it was decided in."""
+        from django.urls import reverse
+
+        data = self.data if isinstance(self.data, dict) else {}
+        baseline, candidate = data.get("baseline"), data.get("candidate")
+        if self.verb == AuditEvent.Verb.RUN_FINISHED and baseline and candidate:
+            return reverse("compare") + f"?baseline={baseline}&candidate={candidate}"
+        if (self.verb in (AuditEvent.Verb.TRIAGE_CHANGED, AuditEvent.Verb.COMMENT_ADDED) and data.get("eval_id")
+                and candidate):
+            return (reverse("run_case_by_eval_id", args=[candidate]) + "?"
+                    + urlencode({"eval_id": data["eval_id"], **({"baseline": baseline} if baseline else {})}))
+        return None
 
 
 @dataclass(frozen=True)

@@ -501,6 +501,7 @@ class AuditEvent(models.Model):
         RUN_RETRIED = "run.retried"
         BASELINE_PINNED = "baseline.pinned"
         TRIAGE_CHANGED = "triage.changed"
+        RUN_FINISHED = "run.finished"
         COMMENT_ADDED = "comment.added"
         MEMBER_ADDED = "member.added"
         MEMBER_CHANGED = "member.changed"
@@ -530,7 +531,10 @@ class AuditEvent(models.Model):
 
 
 class Triage(models.Model):
-    """The review state of one case of an eval set in one baseline/candidate comparison."""
+    """The review decision on one case of an eval set on one branch: it carries forward to
+    every later comparison of that branch until the case passes again there (`Status.FIXED`,
+    set when a run finishes) or someone changes it. `baseline` and `candidate` are the
+    comparison it was last decided in."""
 
     class Status(models.TextChoices):
         OPEN = "open", "Open"
@@ -542,6 +546,7 @@ class Triage(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="triage")
     evalset = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="triage")
     eval_id = models.CharField(max_length=255)
+    branch = models.CharField(max_length=255, blank=True, default="")  # the candidate's branch
     baseline = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
     candidate = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="triage")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
@@ -553,8 +558,8 @@ class Triage(models.Model):
                                    related_name="+")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["evalset", "eval_id", "baseline", "candidate"],
-                                               name="triage_unique_case_pair")]
+        constraints = [models.UniqueConstraint(fields=["evalset", "eval_id", "branch"],
+                                               name="triage_unique_case_branch")]
         indexes = [models.Index(fields=["project", "status"], name="triage_project_status"),
                    models.Index(fields=["assignee", "status"], name="triage_assignee_status")]
 

@@ -77,6 +77,8 @@ ROUTES = [
     Route("triage_update", WRITE, "post",
           data=(("candidate", "{run}"), ("baseline", "{base}"), ("result", "{result}"), ("status", "flaky"))),
     Route("triage_comment", WRITE, "post", data=(("body", "looks flaky to me"),)),
+    Route("triage_bulk", WRITE, "post", data=(("status", "flaky"), ("case", "{run}:{base}:{eval_id}"))),
+    Route("run_case_by_eval_id", READ, query="?eval_id={eval_id}"),
     Route("run_detail", READ),
     Route("run_progress", READ),
     Route("run_cancel", WRITE, "post"),
@@ -198,6 +200,7 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "account_token_revoke": {"pk": w["token"].pk},
         "triage_comment": {"pk": w["triage"].pk},
         "run_case": {"run_pk": w["run"].pk, "result_pk": w["result"].pk},
+        "run_case_by_eval_id": {"run_pk": w["run"].pk},
         "password_reset_confirm": {"uidb64": "MQ", "token": "set-password"},
         "api_evalset": {"pk": w["evalset"].pk}, "api_evalset_versions": {"pk": w["evalset"].pk},
         "api_evalset_cases": {"pk": w["evalset"].pk, "number": w["version"].number},
@@ -219,8 +222,8 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
     return reverse(route.name, kwargs=kwargs) + route.query.format(**ids(w))
 
 
-def ids(w: dict[str, Any]) -> dict[str, int]:
-    return {"run": w["run"].pk, "base": w["base"].pk, "result": w["result"].pk}
+def ids(w: dict[str, Any]) -> dict[str, Any]:
+    return {"run": w["run"].pk, "base": w["base"].pk, "result": w["result"].pk, "eval_id": w["result"].case.eval_id}
 
 
 def call(client: Client, route: Route, w: dict[str, Any]) -> Any:
@@ -290,6 +293,8 @@ def test_a_viewer_reads_every_page_of_the_project(route: Route, world: dict[str,
     response = call(client_for(world["carol"]), route, world)
     if route.name == "run_compare_pick":
         assert response.status_code == 302 and response["Location"].startswith(reverse("compare"))
+    elif route.name == "run_case_by_eval_id":  # to the case's drill-down
+        assert response.status_code == 302 and response["Location"].startswith(f"/runs/{world['run'].pk}/cases/")
     else:
         assert response.status_code == 200
 

@@ -74,7 +74,16 @@ def test_the_heatmap_shows_where_each_failing_case_started_failing(pair: tuple[R
     tokyo = CaseResult.objects.get(run=candidate, case__eval_id="weather_tokyo")
     link = reverse("run_case", args=[candidate.pk, tokyo.pk]) + f"?baseline={baseline.pk}&amp;status=all"
     assert link in failing  # the first failing result, compared with the run before it
-    assert re.search(r"weather_tokyo</td>.*?<td class=\"num\">2</td>", failing, re.S)  # failing for two runs
+    assert re.search(r"weather_tokyo</a></td>.*?<td class=\"num\">2</td>", failing, re.S)  # failing for two runs
+    # the row opens the case in the latest run, against the run before it
+    now = CaseResult.objects.get(run=still, case__eval_id="weather_tokyo")
+    assert (f'<a href="{reverse("run_case", args=[still.pk, now.pk])}?baseline={candidate.pk}&amp;status=all">'
+            "weather_tokyo</a>") in failing
+    # and every heatmap cell carries its drill-down for a click
+    heatmap = page.split('data-testid="heatmap"', 1)[1].split("</script>", 1)[0]
+    assert "data-click-open" in page.split('data-testid="heatmap"', 1)[0][-80:]
+    assert f'\\u002fruns\\u002f{still.pk}\\u002fcases\\u002f{now.pk}\\u002f' in heatmap or \
+        f"/runs/{still.pk}/cases/{now.pk}/" in heatmap
 
 
 def test_failing_only_keeps_the_cases_that_fail_in_the_latest_run(pair: tuple[Run, Run],

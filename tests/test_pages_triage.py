@@ -227,7 +227,7 @@ def test_the_review_queue_lists_untriaged_regressions_and_my_cases(pair: tuple[R
     page = html(alice_client.get(reverse("review_queue") + "?tab=untriaged"))
     assert drill_url(pair, "weather_tokyo") + "&amp;status=regressed" in page
     assert drill_url(pair, "order_status") + "&amp;status=regressed" in page
-    assert 'aria-current="page">Untriaged regressions' in page
+    assert 'aria-current="page" data-testid="tab-untriaged">Untriaged regressions <span class="tab-count num">2</span>' in page
 
     triage_update(project=candidate.project, evalset=candidate.evalset_version.evalset, eval_id="order_status",
                   baseline=baseline, candidate=candidate, status=Triage.Status.FLAKY, assignee=alice, actor=alice)

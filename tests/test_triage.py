@@ -88,15 +88,21 @@ def test_assignee_none_unassigns_and_an_unchanged_update_records_nothing(pair: t
     assert AuditEvent.objects.filter(verb=AuditEvent.Verb.TRIAGE_CHANGED).count() == 2
 
 
-def test_triage_is_unique_per_case_and_pair(pair: tuple[Run, Run], alice: Any, acme: Project) -> None:
+def test_triage_is_one_decision_per_case_and_branch(pair: tuple[Run, Run], alice: Any, acme: Project) -> None:
     baseline, candidate = pair
     update(pair, alice, status=Triage.Status.FLAKY)
     update(pair, alice, eval_id="order_status", status=Triage.Status.CONFIRMED)
     other = make_run(acme, candidate.evalset_version, perfect_outputs(), name="other")
-    update((other, candidate), alice, status=Triage.Status.EXPECTED)  # another baseline: another row
+    update((other, candidate), alice, status=Triage.Status.EXPECTED)  # another baseline, same branch: same row
+    assert Triage.objects.count() == 2
+    decided = Triage.objects.get(eval_id="weather_tokyo")
+    assert decided.status == "expected" and decided.baseline_id == other.pk  # where it was last decided
+    canary = make_run(acme, candidate.evalset_version, perfect_outputs(), name="canary",
+                      labels={"branch": "feat/x"})
+    update((baseline, canary), alice, status=Triage.Status.CONFIRMED)  # another branch: its own decision
     assert Triage.objects.count() == 3
-    assert Triage.objects.get(baseline=baseline, eval_id="weather_tokyo").status == "flaky"
-    assert Triage.objects.get(baseline=other, eval_id="weather_tokyo").status == "expected"
+    assert Triage.objects.get(eval_id="weather_tokyo", branch="feat/x").status == "confirmed"
+    assert Triage.objects.get(eval_id="weather_tokyo", branch="").status == "expected"
 
 
 def test_the_assignee_must_be_a_member_of_the_project(pair: tuple[Run, Run], alice: Any, bob: Any) -> None:

@@ -47,200 +47,117 @@ import json
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from evaluations.locks import exclusive
 from evaluations.models import CaseResult, Comparison, Run, Score
+from evaluations.review.baselines import baseline_for
+from evaluations.review.statistics import (
+    CONFIDENCE as CONFIDENCE,
+)
+from evaluations.review.statistics import (
+    ERROR as ERROR,
+)
+from evaluations.review.statistics import (
+    ERRORED as ERRORED,
+)
+from evaluations.review.statistics import (
+    FAIL as FAIL,
+)
+from evaluations.review.statistics import (
+    FLAKY as FLAKY,
+)
+from evaluations.review.statistics import (
+    IMPROVED as IMPROVED,
+)
+from evaluations.review.statistics import (
+    MINUS as MINUS,
+)
+from evaluations.review.statistics import (
+    MIXED as MIXED,
+)
+from evaluations.review.statistics import (
+    NEW as NEW,
+)
+from evaluations.review.statistics import (
+    PASS as PASS,
+)
+from evaluations.review.statistics import (
+    PENDING as PENDING,
+)
+from evaluations.review.statistics import (
+    REGRESSED as REGRESSED,
+)
+from evaluations.review.statistics import (
+    REMOVED as REMOVED,
+)
+from evaluations.review.statistics import (
+    RESAMPLES as RESAMPLES,
+)
+from evaluations.review.statistics import (
+    SEED as SEED,
+)
+from evaluations.review.statistics import (
+    SEVERITY as SEVERITY,
+)
+from evaluations.review.statistics import (
+    SIGNIFICANCE as SIGNIFICANCE,
+)
+from evaluations.review.statistics import (
+    STATUSES as STATUSES,
+)
+from evaluations.review.statistics import (
+    UNCHANGED_FAIL as UNCHANGED_FAIL,
+)
+from evaluations.review.statistics import (
+    UNCHANGED_PASS as UNCHANGED_PASS,
+)
+from evaluations.review.statistics import (
+    StatusStyle as StatusStyle,
+)
+from evaluations.review.statistics import (  # re-exported (`X as X`): the comparison's vocabulary
+    bootstrap_mean_ci as bootstrap_mean_ci,
+)
+from evaluations.review.statistics import (
+    bootstrap_means as bootstrap_means,
+)
+from evaluations.review.statistics import (
+    case_outcome as case_outcome,
+)
+from evaluations.review.statistics import (
+    classify as classify,
+)
+from evaluations.review.statistics import (
+    flips_verdict as flips_verdict,
+)
+from evaluations.review.statistics import (
+    interval_verdict as interval_verdict,
+)
+from evaluations.review.statistics import (
+    mcnemar_exact_p as mcnemar_exact_p,
+)
+from evaluations.review.statistics import (
+    percentile as percentile,
+)
+from evaluations.review.statistics import (
+    result_outcome as result_outcome,
+)
 
 logger = logging.getLogger(__name__)
 
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
 # version are recomputed on their next view.
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
 
-RESAMPLES = 2000
-CONFIDENCE = 0.95
-SEED = 20240601
-SIGNIFICANCE = 0.05
 # Above this many points the paired scatter keeps every changed case and a sample of the rest.
 SCATTER_MAX_POINTS = 2000
 TAGS_SHOWN = 20
 LATENCY_QUANTILES = 100  # the ECDF of each run is kept as this many + 1 quantiles
-
-
-# --- Vocabulary ---------------------------------------------------------------------------
-
-MINUS = "\u2212"  # a real minus sign, as wide as the plus it stands beside
-
-REGRESSED = "regressed"
-IMPROVED = "improved"
-UNCHANGED_PASS = "unchanged-pass"
-UNCHANGED_FAIL = "unchanged-fail"
-NEW = "new"
-REMOVED = "removed"
-ERRORED = "errored"
-FLAKY = "flaky"
-
-
-@dataclass(frozen=True)
-class StatusStyle:
-    """How a comparison status looks everywhere: word, icon and colour (never colour alone)."""
-
-    key: str
-    label: str
-    icon: str
-    # Okabe-Ito, colour-blind safe; the CSS uses the same values, and they agree with the run
-    # pages' result colours (`charts.STATUS_COLOURS`: passed green, failed vermillion, error orange).
-    colour: str
-    description: str
-
-
-# In order of how urgently a reviewer wants to see them.
-STATUSES: dict[str, StatusStyle] = {s.key: s for s in (
-    StatusStyle(REGRESSED, "regressed", "▼", "#D55E00", "passed in the baseline, fails or errors in the candidate"),
-    StatusStyle(ERRORED, "errored", "!", "#E69F00", "errors in the candidate and did not pass in the baseline"),
-    StatusStyle(FLAKY, "flaky", "≈", "#F0E442", "mixed outcomes within a run's repeats"),
-    StatusStyle(IMPROVED, "improved", "▲", "#0072B2", "failed in the baseline, passes in the candidate"),
-    StatusStyle(NEW, "new", "+", "#56B4E9", "only in the candidate"),
-    StatusStyle(REMOVED, "removed", MINUS, "#999999", "only in the baseline"),
-    StatusStyle(UNCHANGED_FAIL, "unchanged fail", "✗", "#CC79A7", "fails in both runs"),
-    StatusStyle(UNCHANGED_PASS, "unchanged pass", "✓", "#009E73", "passes in both runs"),
-)}
-SEVERITY = {key: index for index, key in enumerate(STATUSES)}
-
-# Outcomes of one result, and of a case over a run's repeats.
-PASS = "pass"
-FAIL = "fail"
-ERROR = "error"
-MIXED = "mixed"
-
-_RESULT_OUTCOMES = {
-    CaseResult.Status.PASSED: PASS,
-    CaseResult.Status.FAILED: FAIL,
-    CaseResult.Status.ERROR: ERROR,
-    CaseResult.Status.MISSING: ERROR,
-    CaseResult.Status.NOT_RUNNABLE: ERROR,
-}
-
-
-def result_outcome(status: str) -> str | None:
-    """pass / fail / error for a result's status; None while it is pending."""
-    return _RESULT_OUTCOMES.get(status)  # type: ignore[call-overload]
-
-
-def case_outcome(outcomes: Sequence[str]) -> str | None:
-    """A case's outcome over its repeats in one run (see the module docstring)."""
-    if not outcomes:
-        return None
-    passes = outcomes.count(PASS)
-    if passes == len(outcomes):
-        return PASS
-    if passes:
-        return MIXED
-    return FAIL if FAIL in outcomes else ERROR
-
-
-def classify(baseline: Sequence[str] | None, candidate: Sequence[str] | None) -> str:
-    """The comparison status of a case from its per-repeat outcomes in each run; None (or
-    empty) when the run does not have the case."""
-    before = case_outcome(baseline or [])
-    after = case_outcome(candidate or [])
-    if before is None and after is None:
-        raise ValueError("a case must be in at least one of the runs")
-    if before is None:
-        return NEW
-    if after is None:
-        return REMOVED
-    if MIXED in (before, after):
-        return FLAKY
-    if before == PASS:
-        return UNCHANGED_PASS if after == PASS else REGRESSED
-    if after == PASS:
-        return IMPROVED
-    return ERRORED if after == ERROR else UNCHANGED_FAIL
-
-
-# --- Statistics ---------------------------------------------------------------------------
-
-
-def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
-    """Nearest-rank percentile of sorted values (the same rule as the run summary's)."""
-    count = len(sorted_values)
-    if not count:
-        return None
-    index = min(count - 1, max(0, round(fraction * count + 0.5) - 1))
-    return sorted_values[index]
-
-
-def mcnemar_exact_p(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value: the binomial test of b discordant pairs one way and
-    c the other against p = 1/2. Exact integer arithmetic, any size."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    k = min(b, c)
-    term = 1  # C(n, 0)
-    tail = 1
-    for i in range(k):
-        term = term * (n - i) // (i + 1)
-        tail += term
-    return min(1.0, 2 * tail / (1 << n))
-
-
-# Indices drawn per chunk of resamples: bounds memory (8 bytes each) at any run size.
-_DRAWS_PER_CHUNK = 1_000_000
-
-
-def bootstrap_means(values: Sequence[float], *, resamples: int = RESAMPLES, seed: int = SEED) -> list[float]:
-    """The means of `resamples` bootstrap resamples of `values` (each of the same size,
-    drawn with replacement), sorted. Same values and seed, same means.
-
-    numpy (a runtime dependency already, through rouge-score) does the drawing: 2,000
-    resamples of 10,000 deltas take 0.12 s, where `random.choices` takes 1.4 s."""
-    n = len(values)
-    if n == 0:
-        return []
-    data = np.asarray(values, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    means = np.empty(resamples, dtype=np.float64)
-    chunk = max(1, _DRAWS_PER_CHUNK // n)
-    for start in range(0, resamples, chunk):
-        size = min(chunk, resamples - start)
-        means[start:start + size] = data[rng.integers(0, n, size=(size, n))].mean(axis=1)
-    means.sort()
-    return [float(m) for m in means]
-
-
-def bootstrap_mean_ci(values: Sequence[float], *, resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
-                      seed: int = SEED) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean of `values` (paired deltas); None if empty."""
-    means = bootstrap_means(values, resamples=resamples, seed=seed)
-    if not means:
-        return None
-    tail = (1.0 - confidence) / 2
-    low = means[min(len(means) - 1, int(tail * len(means)))]
-    high = means[max(0, math.ceil((1.0 - tail) * len(means)) - 1)]
-    return low, high
-
-
-def interval_verdict(low: float | None, high: float | None, deltas: Sequence[float]) -> str:
-    if low is None or high is None:
-        return "not enough data"
-    if all(d == 0 for d in deltas):
-        return "no change"
-    return "likely real" if low > 0 or high < 0 else "could be noise"
-
-
-def flips_verdict(b: int, c: int, p_value: float) -> str:
-    if b + c == 0:
-        return "no flips"
-    return "likely real" if p_value < SIGNIFICANCE else "could be noise"
 
 
 # --- Reading the runs ---------------------------------------------------------------------
@@ -427,10 +344,14 @@ def _tags(cases: list[tuple[str, _Side | None, _Side | None]]) -> list[dict[str,
 def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, Any]:
     """The comparison summary (a JSON-ready dict) of two runs' data. Pure: no database."""
     before_sides, after_sides = _sides(baseline), _sides(candidate)
+    # A case the candidate has not settled every repeat of is pending, not "removed" or judged
+    # on the repeats done so far; the verdict waits for it (`headline`).
+    pending = {r.eval_id for r in candidate.results if result_outcome(r.status) is None}
     rows: list[tuple[str, str, _Side | None, _Side | None]] = []
-    for eval_id in before_sides.keys() | after_sides.keys():
+    for eval_id in before_sides.keys() | after_sides.keys() | pending:
         before, after = before_sides.get(eval_id), after_sides.get(eval_id)
-        status = classify(before.outcomes if before else None, after.outcomes if after else None)
+        status = PENDING if eval_id in pending else classify(before.outcomes if before else None,
+                                                             after.outcomes if after else None)
         rows.append((eval_id, status, before, after))
     rows.sort(key=lambda row: (SEVERITY[row[1]], row[0]))
 
@@ -575,15 +496,9 @@ def comparison_walk(*, baseline: Run, candidate: Run) -> WalkData:
 
 
 def default_baseline(candidate: Run) -> Run | None:
-    """The eval set's pinned baseline when it is not the candidate itself, else the latest
-    completed run of the same eval set created before the candidate."""
-    evalset = candidate.evalset_version.evalset
-    pinned = evalset.baseline_run
-    if pinned is not None and pinned.pk != candidate.pk and pinned.project_id == candidate.project_id:
-        return pinned
-    return (Run.objects.filter(evalset_version__evalset_id=evalset.pk, status=Run.Status.COMPLETED,
-                               created_at__lte=candidate.created_at)
-            .exclude(pk=candidate.pk).order_by("-created_at", "-pk").first())
+    """The candidate's default baseline: one rule for every page, the API and the CLI
+    (`evaluations.review.baselines`: pinned, else like for like on branch, model and version)."""
+    return baseline_for(candidate)
 
 
 # --- Reading a summary --------------------------------------------------------------------
@@ -676,14 +591,25 @@ def lead_criteria(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def headline(summary: dict[str, Any]) -> str:
     """The one-line answer: "2 regressions, 1 improvement · trajectory_match -0.25 [-0.50,
-    0.00], could be noise · p95 latency +1.4 s" (with real minus signs)."""
+    0.00] · too few cases to call the overall change (n = 8); n≈24 would be needed · p95
+    latency +1.4 s" (with real minus signs)."""
     counts = summary["counts"]
+    if counts.get(PENDING):
+        so_far = (f"{counts.get(REGRESSED, 0)} regression{'' if counts.get(REGRESSED, 0) == 1 else 's'} and "
+                  f"{counts.get(IMPROVED, 0)} improvement{'' if counts.get(IMPROVED, 0) == 1 else 's'} so far")
+        return (f"The candidate is still running: {counts[PENDING]:,} of {len(summary['cases']):,} cases pending; "
+                f"the verdict waits until it finishes ({so_far})")
     parts = [f"{counts.get(REGRESSED, 0)} regression{'' if counts.get(REGRESSED, 0) == 1 else 's'}, "
              f"{counts.get(IMPROVED, 0)} improvement{'' if counts.get(IMPROVED, 0) == 1 else 's'}"
              + "".join(f", {counts[key]} {STATUSES[key].label}" for key in (ERRORED, FLAKY) if counts.get(key))]
     for c in lead_criteria(summary):
         parts.append(f"{c['name']} {signed(c['delta'])} [{signed(c['ci_low'], sign=False)}, "
-                     f"{signed(c['ci_high'], sign=False)}], {c['verdict']}")
+                     f"{signed(c['ci_high'], sign=False)}]")
+    # One wording for the one question "is the overall change real?" (evaluations.review.verdict);
+    # whether each case's flip reproduces is said beside the case.
+    from evaluations.review.verdict import overall
+
+    parts.append(overall(counts, len(summary["cases"])))
     delta_p95 = summary["latency"]["delta_p95"]
     if delta_p95 is not None:
         parts.append(f"p95 latency {signed_seconds(delta_p95)}")
@@ -717,21 +643,3 @@ def signed_seconds(value: float | None) -> str:
 
 def statuses_in(summary: dict[str, Any]) -> Iterable[tuple[StatusStyle, int]]:
     return ((style, summary["counts"].get(key, 0)) for key, style in STATUSES.items())
-
-
-def precompute_on_completion(run: Run) -> Callable[[Run], None] | None:
-    """A run completion hook (registered in evaluations/apps.py): the finished run's
-    comparison with its default baseline, computed in the worker so the first view of the
-    compare page does not wait for the statistics (1-2 s at 10,000 cases); None when there is
-    no finished baseline."""
-    run = Run.objects.select_related("evalset_version__evalset").get(pk=run.pk)
-    baseline = default_baseline(run)
-    if baseline is None or not baseline.is_finished:
-        return None
-    summary = compare(run_data(baseline), run_data(run))
-
-    def store(candidate: Run) -> None:
-        comparison_store(baseline=baseline, candidate=candidate, summary=summary)
-
-    return store
-

@@ -4,7 +4,7 @@ the trend, and the trajectory settings a run scored with (so a diff shows what t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -13,9 +13,12 @@ from pydantic import ValidationError
 
 from evaluations.evaluators.diffing import ArgRules
 from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOptions
-from evaluations.models import Run
+from evaluations.models import Project, Run
 from evaluations.review import comparison
-from evaluations.review.comparison import CaseRow
+from evaluations.review.baselines import baseline_choice, mismatches
+from evaluations.review.comparison import IMPROVED, REGRESSED, CaseRow, comparison_walk
+from evaluations.runs import selectors as run_selectors
+from evaluations.runs.selectors import HomePage
 from evaluations.schemas.evalset import EvalConfig, MatchType
 
 
@@ -110,3 +113,62 @@ def trajectory_settings(config: dict[str, Any]) -> tuple[MatchType, ArgRules]:
                 continue
             return adk.match_type or criterion.match_type, ArgRules(mode="ignore" if adk.ignore_args else "exact")
     return MatchType.IN_ORDER, ArgRules()
+
+
+def home_page(*, project: Project) -> HomePage:
+    """The home page's runs (`runs.selectors.home_page`), each eval set's latest completed run
+    linked to its comparison with the default baseline: one more query."""
+    page = run_selectors.home_page(project=project)
+    completed = {t.latest.pk for t in page.trends if t.latest.status == Run.Status.COMPLETED}
+    if not completed:
+        return page
+    latest = {run.pk: run for run in Run.objects.filter(pk__in=completed)
+              .select_related("evalset_version__evalset__baseline_run")}
+    return replace(page, trends=[replace(t, vs=baseline_link(latest[t.latest.pk])) if t.latest.pk in latest else t
+                                 for t in page.trends])
+
+
+@dataclass(frozen=True)
+class BaselineLink:
+    """A run against its default baseline, as home and the run page show it: "2 regressions
+    vs #7 →" and the pass-rate change, linking to the comparison."""
+
+    candidate_pk: int
+    baseline_pk: int
+    reason: str
+    mismatches: tuple[str, ...]
+    regressions: int | None  # None while either run is still going
+    improvements: int | None
+    pass_rate_delta: float | None  # candidate - baseline, as a fraction
+
+    @property
+    def url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("compare") + f"?baseline={self.baseline_pk}&candidate={self.candidate_pk}"
+
+    @property
+    def delta_points(self) -> int | None:
+        return None if self.pass_rate_delta is None else round(self.pass_rate_delta * 100)
+
+
+def _pass_rate(run: Run) -> float | None:
+    from evaluations.runs.selectors import progress_of
+
+    return progress_of(run).pass_rate
+
+
+def baseline_link(candidate: Run) -> BaselineLink | None:
+    """The candidate's default baseline with the comparison's counts (the stored comparison's
+    compact columns, computed and stored on first use); None without a baseline."""
+    choice = baseline_choice(candidate)
+    if choice is None:
+        return None
+    baseline = choice.run
+    regressions = improvements = None
+    if baseline.is_finished and candidate.is_finished:
+        counts = comparison_walk(baseline=baseline, candidate=candidate).counts
+        regressions, improvements = counts.get(REGRESSED, 0), counts.get(IMPROVED, 0)
+    before, after = _pass_rate(baseline), _pass_rate(candidate)
+    return BaselineLink(candidate.pk, baseline.pk, choice.reason, tuple(mismatches(baseline, candidate)),
+                        regressions, improvements, None if before is None or after is None else after - before)

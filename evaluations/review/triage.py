@@ -1,9 +1,12 @@
-"""Regression triage: the review state of a case in a baseline/candidate comparison, its
-threaded comments, and the review queue.
+"""Regression triage: the review decision on a case, its threaded comments, and the review
+queue.
 
-A `Triage` row belongs to one case (by `eval_id`) of one eval set in one baseline/candidate
-pair; it is created the first time someone triages or comments on the case. Every change is
-written to the audit log (`evaluations.audit`).
+A `Triage` row belongs to one case (by `eval_id`) of one eval set on one branch (the
+candidate's): decided once, it shows on every later comparison of that branch until the
+case passes again there (a finished run sets it `fixed`: `triage_resolve_passed`) or
+someone changes it. It is created the first time someone triages or comments on the case
+and remembers the comparison it was last decided in. Every change is written to the audit
+log (`evaluations.audit`).
 
 Comments are Markdown from people: `render_comment` turns them into HTML with raw HTML and
 images disabled in the Markdown parser, then runs the result through nh3 with a small
@@ -32,8 +35,10 @@ from evaluations.review import comparison
 
 COMMENT_MAX_CHARS = 10_000
 QUEUE_PER_PAGE = 50
-# Statuses that still need someone: an OPEN triage is as good as none for the queue.
+# Statuses that still need someone: an OPEN triage is as good as none for the queue, and a
+# FIXED one (the case passed again) no longer speaks for a new regression.
 UNTRIAGED = Triage.Status.OPEN
+NOT_DECIDED = (Triage.Status.OPEN, Triage.Status.FIXED)
 
 
 class _Keep:
@@ -76,13 +81,14 @@ def triage_update(*, project: Project, evalset: EvalSet, eval_id: str, baseline:
     ):
         raise ValidationError(f"{assignee.get_username()} is not a member of {project.name}")
 
-    key = {"evalset": evalset, "eval_id": eval_id, "baseline": baseline, "candidate": candidate}
+    key = {"evalset": evalset, "eval_id": eval_id, "branch": candidate.branch}
     with transaction.atomic():
         triage = Triage.objects.select_for_update(of=("self",)).select_related("assignee").filter(**key).first()
         if triage is None:
             try:
                 with transaction.atomic():
-                    triage = Triage.objects.create(project=project, updated_by=actor, **key)
+                    triage = Triage.objects.create(project=project, updated_by=actor, baseline=baseline,
+                                                   candidate=candidate, **key)
             except IntegrityError:  # someone created it between our read and write
                 triage = Triage.objects.select_for_update(of=("self",)).select_related("assignee").get(**key)
         before = {"status": triage.status, "assignee": _username(triage.assignee)}
@@ -94,7 +100,8 @@ def triage_update(*, project: Project, evalset: EvalSet, eval_id: str, baseline:
         if after != before:
             triage.updated_at = timezone.now()
             triage.updated_by = actor
-            triage.save(update_fields=["status", "assignee", "updated_at", "updated_by"])
+            triage.baseline, triage.candidate = baseline, candidate  # the comparison it was decided in
+            triage.save(update_fields=["status", "assignee", "updated_at", "updated_by", "baseline", "candidate"])
             changes = [f"{field} {before[field] or 'none'} → {after[field] or 'none'}"
                        for field in ("status", "assignee") if before[field] != after[field]]
             audit_record(project=project, actor=actor, verb=AuditEvent.Verb.TRIAGE_CHANGED, obj=triage,
@@ -117,7 +124,8 @@ def comment_add(*, triage: Triage, parent: Comment | None = None, body: str, aut
         comment = Comment.objects.create(triage=triage, parent=parent, author=author, body=body)
         audit_record(project=triage.project, actor=author, verb=AuditEvent.Verb.COMMENT_ADDED, obj=comment,
                      summary=f"commented on {triage.eval_id} (run #{triage.candidate_id} vs #{triage.baseline_id})",
-                     data={"triage": triage.pk, "parent": parent.pk if parent else None, "eval_id": triage.eval_id})
+                     data={"triage": triage.pk, "parent": parent.pk if parent else None, "eval_id": triage.eval_id,
+                           "candidate": triage.candidate_id, "baseline": triage.baseline_id})
     return comment
 
 
@@ -170,26 +178,28 @@ def comment_tree(triage: Triage | None) -> list[CommentNode]:
 
 
 def triage_for(*, evalset_id: int, eval_id: str, baseline: Run, candidate: Run) -> Triage | None:
+    """The case's triage on the candidate's branch (whichever comparison decided it)."""
     return (Triage.objects.select_related("assignee", "updated_by")
-            .filter(evalset_id=evalset_id, eval_id=eval_id, baseline=baseline, candidate=candidate).first())
+            .filter(evalset_id=evalset_id, eval_id=eval_id, branch=candidate.branch).first())
 
 
 def triage_by_case(*, baseline: Run, candidate: Run, eval_ids: list[str]) -> dict[str, Triage]:
-    """eval_id -> triage of the pair, for a page of the compare table: one query."""
+    """eval_id -> triage on the candidate's branch, for a page of the compare table: one query."""
     if not eval_ids:
         return {}
     return {t.eval_id: t for t in Triage.objects.select_related("assignee")
-            .filter(baseline=baseline, candidate=candidate, evalset_id=candidate.evalset_version.evalset_id,
+            .filter(branch=candidate.branch, evalset_id=candidate.evalset_version.evalset_id,
                     eval_id__in=eval_ids)}
 
 
 def triage_stamp_annotations() -> dict[str, Any]:
-    """Expressions over a Comparison row that change whenever a triage of its pair is created
-    or changed: a cached compare page, whose cases table shows the triage, is keyed by them
-    (`comparison.stored_stamp`), in the same query as the comparison itself."""
-    pair = Triage.objects.filter(baseline=OuterRef("baseline"), candidate=OuterRef("candidate"))
+    """Expressions over a Comparison row that change whenever a triage its compare page shows
+    is created or changed (those of the candidate's eval set and branch): a cached compare
+    page is keyed by them (`comparison.stored_stamp`), in the same query as the comparison."""
+    pair = Triage.objects.filter(evalset_id=OuterRef("candidate__evalset_version__evalset_id"),
+                                 branch=OuterRef("candidate__branch"))
     return {
-        "triage_count": Subquery(pair.order_by().values("candidate").annotate(n=Count("pk")).values("n")[:1]),
+        "triage_count": Subquery(pair.order_by().values("evalset").annotate(n=Count("pk")).values("n")[:1]),
         "triage_last": Subquery(pair.order_by("-updated_at").values("updated_at")[:1]),
     }
 
@@ -270,38 +280,61 @@ def assigned_to(*, user: Any, project: Project, page: Any = 1) -> QueuePage:
 
 
 def latest_comparisons(project: Project) -> QuerySet[Comparison]:
-    """The stored comparisons of `project` whose candidate is its eval set's latest completed run."""
+    """The stored comparisons of `project` whose candidate is the latest completed run of its
+    eval set on its branch: each branch's current state (a canary on another branch does not
+    hide main's regressions, nor main's the canary's)."""
     latest = (Run.objects.filter(evalset_version__evalset_id=OuterRef("candidate__evalset_version__evalset_id"),
-                                 status=Run.Status.COMPLETED).order_by("-created_at", "-pk").values("pk")[:1])
+                                 branch=OuterRef("candidate__branch"), status=Run.Status.COMPLETED)
+              .order_by("-created_at", "-pk").values("pk")[:1])
     return (Comparison.objects.filter(candidate__project=project, baseline__project=project)
             .annotate(latest_id=Subquery(latest)).filter(candidate_id=F("latest_id")))
 
 
-def untriaged_regressions(*, project: Project, page: Any = 1) -> QueuePage:
-    """The regressed cases of the project's stored comparisons whose candidate is the latest
-    completed run of its eval set, that nobody triaged yet (no triage row, or an open one).
-
-    Two queries whatever the number of cases: the comparisons (with their runs and eval
-    sets) and the triage rows of their candidates (with assignees and last comment times)."""
+def _untriaged_items(project: Project) -> list[tuple[Comparison, dict[str, Any], Triage | None]]:
     comparisons = list(
         latest_comparisons(project)
         .select_related("baseline", "candidate", "candidate__evalset_version__evalset")
         .order_by("-candidate__created_at", "-candidate_id", "-baseline__created_at", "-baseline_id")
     )
-    triage: dict[tuple[int, int, int, str], Triage] = {}
+    triage: dict[tuple[int, str, str], Triage] = {}
     if comparisons:
-        for t in (Triage.objects.filter(project=project, candidate_id__in={c.candidate_id for c in comparisons})
+        for t in (Triage.objects.filter(project=project, branch__in={c.candidate.branch for c in comparisons},
+                                        evalset_id__in={c.candidate.evalset_version.evalset_id for c in comparisons})
                   .select_related("assignee").annotate(last_comment_at=Max("comments__created_at"))):
-            triage[(t.evalset_id, t.baseline_id, t.candidate_id, t.eval_id)] = t
+            triage[(t.evalset_id, t.branch, t.eval_id)] = t
     items: list[tuple[Comparison, dict[str, Any], Triage | None]] = []
+    seen: set[tuple[int, str, str]] = set()
     for c in comparisons:
         evalset_id = c.candidate.evalset_version.evalset_id
         for case in (c.summary or {}).get("cases", []):
             if case.get("s") != comparison.REGRESSED:
                 continue
-            found = triage.get((evalset_id, c.baseline_id, c.candidate_id, case["id"]))
-            if found is None or found.status == UNTRIAGED:
+            key = (evalset_id, c.candidate.branch, case["id"])
+            if key in seen:  # the same case against another baseline of the same run
+                continue
+            seen.add(key)
+            found = triage.get(key)
+            if found is None or found.status in NOT_DECIDED:
                 items.append((c, case, found))
+    return items
+
+
+def untriaged_count(project: Project) -> int:
+    return len(_untriaged_items(project))
+
+
+def assigned_count(*, user: Any, project: Project) -> int:
+    return Triage.objects.filter(project=project, assignee=user).count()
+
+
+def untriaged_regressions(*, project: Project, page: Any = 1) -> QueuePage:
+    """The regressed cases of the latest completed run of each eval set on each branch (its
+    stored comparisons) that nobody decided on that branch yet (no triage row, an open one,
+    or a fixed one: the case had passed again).
+
+    Two queries whatever the number of cases: the comparisons (with their runs and eval
+    sets) and the triage rows of their eval sets and branches."""
+    items = _untriaged_items(project)
     current, paginator = _queue_page(items, page)
     rows = []
     for c, case, t in current.object_list:
@@ -314,3 +347,37 @@ def untriaged_regressions(*, project: Project, page: Any = 1) -> QueuePage:
             url=_drill_url(c.candidate_id, case.get("cr"), c.baseline_id, comparison.REGRESSED),
         ))
     return _page(current, paginator, rows)
+
+
+def triage_resolve_passed(run: Run) -> int:
+    """A finished run's cases that passed in every repeat end the decisions on them on the
+    run's branch: their triage becomes `fixed` (recorded in the audit log), so a later
+    regression of the case is untriaged again. Returns how many were resolved. Two queries
+    when nothing was triaged on the branch."""
+    open_triage = list(Triage.objects.filter(evalset_id=run.evalset_version.evalset_id, branch=run.branch)
+                       .exclude(status__in=NOT_DECIDED))
+    if not open_triage:
+        return 0
+    outcomes: dict[str, list[str]] = {}
+    for eval_id, status in (CaseResult.objects.filter(run=run, case__eval_id__in=[t.eval_id for t in open_triage])
+                            .values_list("case__eval_id", "status")):
+        outcomes.setdefault(eval_id, []).append(status)
+    passed = {eval_id for eval_id, statuses in outcomes.items()
+              if statuses and all(s == CaseResult.Status.PASSED for s in statuses)}
+    resolved = 0
+    for triage in open_triage:
+        if triage.eval_id not in passed:
+            continue
+        before = triage.status
+        with transaction.atomic():
+            updated = Triage.objects.filter(pk=triage.pk, status=before).update(
+                status=Triage.Status.FIXED, updated_at=timezone.now(), updated_by=None)
+            if updated:
+                resolved += 1
+                audit_record(project=run.project, actor=None, verb=AuditEvent.Verb.TRIAGE_CHANGED, obj=triage,
+                             summary=f"{triage.eval_id} passed again in run #{run.pk} on "
+                                     f"{run.branch or 'no branch'}: status {before} → fixed",
+                             data={"before": {"status": before}, "after": {"status": Triage.Status.FIXED},
+                                   "eval_id": triage.eval_id, "candidate": run.pk,
+                                   "baseline": triage.baseline_id})
+    return resolved

@@ -736,6 +736,8 @@ class EvalSetTrend:
     run_count: int  # among the last SPARKLINE_RUNS
     pass_rates: list[float | None]  # oldest first, of finished runs
     sparkline: str  # SVG polyline points
+    # the latest run against its default baseline (evaluations.review.baselines), when it completed
+    vs: Any = None
 
     @property
     def sparkline_end(self) -> tuple[str, str] | None:
@@ -811,6 +813,8 @@ def home_page(*, project: Project) -> HomePage:
             for pk, name, eval_set_id, cases in EvalSet.objects.filter(project=project)
             .exclude(pk__in=list(by_evalset)).order_by("-updated_at", "pk")
             .values_list("pk", "name", "eval_set_id", "latest_version__case_count")]
+    # Each trend's `vs` (its latest run against the default baseline) is review's to add:
+    # evaluations.review.selectors.home_page.
     return HomePage(trends=trends, active=active_runs(project=project), idle=idle)
 
 

@@ -26,8 +26,10 @@ import os
 import socket
 import statistics
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -59,15 +61,27 @@ from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
 
 log = logging.getLogger(__name__)
 
-# What else a run's completion stores, in the transaction that marks it completed. A hook
-# takes the finishing run and returns a store step (called with the completed run inside
-# that transaction) or None. Runs never import the review package: review registers the
-# comparison with the default baseline here when the app is ready (evaluations/apps.py).
-CompletionHook = Callable[[Run], Callable[[Run], None] | None]
+# What else a run's completion does. A hook takes the finishing run (before the transaction
+# that marks it completed) and returns a Completion: a step stored inside that transaction,
+# and one run after it commits. Runs never import the review package: review registers its
+# hook here when the app is ready (evaluations/apps.py).
+@dataclass(frozen=True)
+class Completion:
+    store: Callable[[Run], None] | None = None  # inside the completing transaction
+    after: Callable[[Run], None] | None = None  # once it has committed; a failure is logged, never the run's
+
+
+CompletionHook = Callable[[Run], Completion | None]
 completion_hooks: list[CompletionHook] = []
 
-# How often a long batch renews the heartbeat and checks for cancellation.
+# How often a long batch renews the heartbeat and checks for cancellation: at most this many
+# results per write. A batch starts with chunks as small as the target's concurrency (one
+# result for a Python callable) and grows them until a chunk takes about CHUNK_SECONDS, so
+# a slow agent's run shows its counters moving result by result while a fast one keeps
+# writing 50 results a transaction. Uploaded outputs take no agent calls: their batch is
+# written at once (on SQLite each write transaction queues for the one lock).
 CHUNK = 50
+CHUNK_SECONDS = 0.5
 
 DEFAULT_CONFIG = EvalConfig(
     criteria={
@@ -304,10 +318,10 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
     # connection would wait on that transaction's write lock on SQLite.
     keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner)
     try:
-        # Uploaded outputs take no agent calls: a chunk is milliseconds of scoring, so the
-        # batch is written at once (on SQLite each write transaction queues for the one lock).
-        chunk = CHUNK if target is not None else max(CHUNK, len(pending))
-        for start in range(0, len(pending), chunk):
+        floor = _chunk_floor(target)
+        size = floor if target is not None else max(CHUNK, len(pending))
+        start = 0
+        while start < len(pending):
             if start == 0:  # take the lease; each chunk's write renews the heartbeat after that
                 alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
                     heartbeat_at=timezone.now(), lease_owner=owner)
@@ -315,7 +329,13 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
                 alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists()
             if not alive:
                 break  # cancelled (or finished by a twin)
-            settled += _run_chunk(run, pending[start:start + chunk], evaluators, target)
+            part = pending[start:start + size]
+            began = time.monotonic()
+            settled += _run_chunk(run, part, evaluators, target)
+            start += len(part)
+            if target is not None:
+                per_result = (time.monotonic() - began) / len(part)
+                size = CHUNK if per_result <= 0 else max(floor, min(CHUNK, int(CHUNK_SECONDS / per_result)))
     finally:
         if keeper is not None:
             keeper.stop()
@@ -392,6 +412,12 @@ def _build_target(run: Run) -> Any:
 
 def native_case(row: EvalCase) -> NativeCase:
     return NativeCase.model_validate(case_native_dict(row))
+
+
+def _chunk_floor(target: Any) -> int:
+    """The smallest chunk worth writing: as many results as the target answers at once."""
+    concurrency = getattr(getattr(target, "spec", None), "concurrency", 1)
+    return max(1, min(CHUNK, concurrency if isinstance(concurrency, int) else 1))
 
 
 def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],
@@ -609,21 +635,30 @@ def run_finish(run_id: int) -> bool:
     # Prepared outside the transaction (the statistics take 1-2 s at 10,000 cases), stored
     # inside it: no view ever sees the run completed without what the hooks add (its
     # comparison with the default baseline; a crowd of first views would each compute it).
-    stores = [store for hook in completion_hooks if (store := _prepared(hook, run)) is not None]
+    completions = [c for hook in completion_hooks if (c := _prepared(hook, run)) is not None]
     finished_at = timezone.now()
     with transaction.atomic():
         done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
             status=Run.Status.COMPLETED, summary=summary, finished_at=finished_at))
         if done:
             run.status, run.finished_at = Run.Status.COMPLETED, finished_at
-            for store in stores:
-                store(run)
+            for completion in completions:
+                if completion.store is not None:
+                    completion.store(run)
+    if done:
+        for completion in completions:
+            if completion.after is None:
+                continue
+            try:
+                completion.after(run)
+            except Exception:
+                log.exception("run %s: a completion step failed after it completed", run.pk)
     return done
 
 
-def _prepared(hook: CompletionHook, run: Run) -> Callable[[Run], None] | None:
-    """A hook's store step, or None when it has nothing to store or fails: a completion hook
-    is a warm-up, and must never fail the run (the pages compute the same thing anyway)."""
+def _prepared(hook: CompletionHook, run: Run) -> Completion | None:
+    """What a hook adds to the completion, or None when it fails: a completion hook must
+    never fail the run (the pages compute a comparison anyway)."""
     try:
         return hook(run)
     except Exception:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from evaluations.web.views import accounts, compare, demo, drilldown, evalsets, projects, trend
+from evaluations.web.views import accounts, compare, demo, drilldown, evalsets, projects, review, trend
 from evaluations.web.views import runs as run_views
 from evaluations.web.views import triage as triage_views
 
@@ -25,6 +25,8 @@ urlpatterns = [
     path("triage/", triage_views.triage_update, name="triage_update"),
     path("triage/<int:pk>/comments/", triage_views.triage_comment, name="triage_comment"),
     path("review/", triage_views.review_queue, name="review_queue"),
+    path("review/bulk/", review.triage_bulk, name="triage_bulk"),
+    path("runs/<int:run_pk>/case/", review.run_case_by_eval_id, name="run_case_by_eval_id"),
     path("runs/", run_views.run_list, name="run_list"),
     path("runs/new/", run_views.run_new, name="run_new"),
     path("runs/compare/", run_views.run_compare_pick, name="run_compare_pick"),

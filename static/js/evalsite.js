@@ -9,4 +9,22 @@
       target.form.requestSubmit ? target.form.requestSubmit() : target.form.submit();
     }
   });
+  // On a narrow screen the header's menu folds behind a "Menu" button (shown by this script
+  // only: without JavaScript the menu simply stays open).
+  function foldMenu() {
+    var toggle = document.querySelector(".nav-toggle");
+    var header = document.querySelector(".site-header");
+    if (!toggle || !header) return;
+    toggle.hidden = false;
+    header.classList.add("js-fold");
+    toggle.addEventListener("click", function () {
+      var open = header.classList.toggle("menu-open");
+      toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", foldMenu);
+  } else {
+    foldMenu();
+  }
 })();

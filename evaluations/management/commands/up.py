@@ -335,13 +335,15 @@ class Command(BaseCommand):
     def _load_demo(self, project: Any) -> None:
         """The demo eval set, and two runs of the demo agent on it for the queue to execute:
         a baseline and a candidate with injected faults, so there is a real comparison."""
+        from evaluations.audit import record_run, record_uploads
         from evaluations.evalsets.formats import files_from_paths
         from evaluations.evalsets.services import evalset_import
-        from evaluations.models import Run
+        from evaluations.models import AuditEvent, Run
         from evaluations.runs import services as runs
 
         files = files_from_paths([DEMO_DIR / "travel_agent.evalset.json"])
         [outcome] = evalset_import(project=project, files=files)
+        record_uploads(project=project, actor=None, outcomes=[outcome], via="manage.py up --demo")
         self.stdout.write(f"demo: {outcome.describe()}")
         if Run.objects.filter(evalset_version=outcome.version).exists():
             return
@@ -354,6 +356,7 @@ class Command(BaseCommand):
             run = runs.run_create(project=project, version=outcome.version, target_kind=Run.TargetKind.PYTHON,
                                   target={"callable": agent, "metadata": {"faults": faults}}, iterations=2,
                                   name=name, labels={"model": "demo-agent", "branch": branch, "tags": ["demo"]})
+            record_run(run=run, actor=None, verb=AuditEvent.Verb.RUN_STARTED, via="manage.py up --demo")
             self.stdout.write(f"demo: queued run {run.pk} ({name})")
 
     def _web_argv(self, options: dict[str, Any]) -> list[str]:

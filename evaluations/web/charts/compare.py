@@ -223,6 +223,7 @@ class HeatmapRow:
     eval_id: str
     cells: Sequence[str]  # one outcome key of HEATMAP_OUTCOMES per run
     first_failing: int | None  # index of the run where its current failing streak began
+    urls: Sequence[str | None] = ()  # per run, the drill-down a click on the cell opens
 
 
 def case_heatmap(rows: Sequence[HeatmapRow], run_labels: Sequence[str]) -> go.Figure:
@@ -244,7 +245,10 @@ def case_heatmap(rows: Sequence[HeatmapRow], run_labels: Sequence[str]) -> go.Fi
         # zmin/zmax put code k in the middle of colour band k.
         z=z, x=labels, y=names, zmin=-0.5, zmax=n - 0.5, colorscale=colourscale, showscale=False, xgap=1, ygap=1,
         text=marks, texttemplate="%{text}", textfont={"size": 12, "color": "rgba(0,0,0,0.8)"},
-        customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+        # [url, hover] per cell: the page's script opens customdata[0] on a click
+        customdata=[[[(r.urls[j] if j < len(r.urls) else None) or "", text] for j, text in enumerate(row_hover)]
+                    for r, row_hover in zip(rows, hover, strict=True)],
+        hovertemplate="%{customdata[1]}<extra></extra>",
     ))
     for i, r in enumerate(rows):
         if r.first_failing is not None:

@@ -29,9 +29,12 @@ from django.views.decorators.http import require_GET
 from evaluations.converters import MAX_ID
 from evaluations.models import Run, Triage
 from evaluations.review import comparison
+from evaluations.review.baselines import mismatches
 from evaluations.review.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
+from evaluations.review.findings import Finding, findings
 from evaluations.review.selectors import Walk, case_link, label_of, run_label
 from evaluations.review.triage import triage_by_case, triage_stamp_annotations
+from evaluations.review.verdict import reproducibility_line
 from evaluations.runs import exports
 from evaluations.runs.selectors import runs_visible_to
 from evaluations.web.charts import fmt_seconds, to_html
@@ -50,7 +53,7 @@ CASES_PER_PAGE = 50
 BASELINE_CHOICES = 50
 BODY_CACHE_SECONDS = 24 * 3600
 # Columns of a run and its eval set that the compare page's request path never reads.
-_UNREAD_FIELDS = ("config", "target", "summary", "input_overrides", "eval_ids", "error",
+_UNREAD_FIELDS = ("target", "summary", "input_overrides", "eval_ids", "error",
                   "evalset_version__description", "evalset_version__metadata", "evalset_version__default_config",
                   "evalset_version__evaluator_config", "evalset_version__warnings", "evalset_version__tags")
 FILTERS = ("all", *STATUSES)
@@ -181,6 +184,18 @@ class ComparePage:
     deltas_html: str
     tags_html: str
     resamples: int
+    per_case: str = ""  # is each flip reproducible (evaluations.review.verdict)
+    mismatches: tuple[str, ...] = ()  # what makes the two runs unlike (evaluations.review.baselines)
+    regressions: tuple[Finding, ...] = ()
+    improvements: tuple[Finding, ...] = ()
+
+    @property
+    def regressed_count(self) -> int:
+        return dict((style.key, n) for style, n in self.counts).get(comparison.REGRESSED, 0)
+
+    @property
+    def improved_count(self) -> int:
+        return dict((style.key, n) for style, n in self.counts).get(comparison.IMPROVED, 0)
 
 
 def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], status: str, q: str, criterion: str,
@@ -216,6 +231,7 @@ def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], stat
         filters.append(FilterChip(key, STATUSES.get(key), count, base_url + "?" + urlencode(params), key == status))
 
     latency = summary["latency"]
+    found = findings(summary, candidate, (comparison.REGRESSED, comparison.IMPROVED))
     return ComparePage(
         baseline=baseline, candidate=candidate, baseline_label=run_label(baseline),
         candidate_label=run_label(candidate), live=not (baseline.is_finished and candidate.is_finished),
@@ -231,6 +247,9 @@ def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], stat
         else "",
         tags_html=to_html(tag_pass_rates([TagPair(**t) for t in summary["tags"]])) if summary["tags"] else "",
         resamples=summary["resamples"],
+        per_case="" if summary["counts"].get(comparison.PENDING) else reproducibility_line(summary),
+        mismatches=tuple(mismatches(baseline, candidate)),
+        regressions=tuple(found[comparison.REGRESSED]), improvements=tuple(found[comparison.IMPROVED]),
     )
 
 
@@ -350,9 +369,13 @@ UNION ALL
 SELECT 'c', CAST(c.id AS TEXT), CAST(c.version AS TEXT), CAST(c.computed_at AS TEXT),
        CAST(c.baseline_finished_at AS TEXT), CAST(c.candidate_finished_at AS TEXT),
        (SELECT CAST(COUNT(*) AS TEXT) FROM evaluations_triage t
-         WHERE t.baseline_id = %(baseline)s AND t.candidate_id = %(candidate)s),
+         JOIN evaluations_run tc ON tc.id = %(candidate)s
+         JOIN evaluations_evalsetversion tv ON tv.id = tc.evalset_version_id
+         WHERE t.evalset_id = tv.evalset_id AND t.branch = tc.branch),
        (SELECT CAST(MAX(t.updated_at) AS TEXT) FROM evaluations_triage t
-         WHERE t.baseline_id = %(baseline)s AND t.candidate_id = %(candidate)s),
+         JOIN evaluations_run tc ON tc.id = %(candidate)s
+         JOIN evaluations_evalsetversion tv ON tv.id = tc.evalset_version_id
+         WHERE t.evalset_id = tv.evalset_id AND t.branch = tc.branch),
        NULL, NULL, NULL, NULL, NULL
   FROM evaluations_comparison c
  WHERE c.baseline_id = %(baseline)s AND c.candidate_id = %(candidate)s

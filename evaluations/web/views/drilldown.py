@@ -47,6 +47,7 @@ from evaluations.evaluators.diffing import (
 )
 from evaluations.models import CaseResult, Run, Score, Span, Trace
 from evaluations.review import comparison
+from evaluations.review.drilldown import CLOSE_ENOUGH, Repeat, Row, justification_rows, repeats_of, shared_fraction
 from evaluations.review.selectors import Walk, run_label, trajectory_settings
 from evaluations.runs.services import native_case
 from evaluations.schemas.evalset import EvalCase as NativeCase
@@ -269,6 +270,12 @@ class TurnView:
     baseline_rows: list[DiffRow] | None = None
     baseline_response: str | None = None
     scores: list[TurnScore] = field(default_factory=list)
+    side_by_side: bool = False  # the responses share too little for a word diff to help
+
+    @property
+    def baseline_all_matched(self) -> bool:
+        """The baseline's calls all match this run's: nothing to look at unless asked."""
+        return bool(self.baseline_rows) and all(row.kind == MATCHED for row in self.baseline_rows or [])
 
     @property
     def response_changed(self) -> bool:
@@ -289,6 +296,7 @@ class ScoreView:
     threshold: str
     error: str
     justification_json: str | None
+    justification: list[Row] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -340,6 +348,7 @@ class DrillPage:
     status: comparison.StatusStyle | None = None
     stepper: Stepper | None = None
     case_url: str = ""
+    repeats: list[Repeat] = field(default_factory=list)
 
 
 def _output(result: CaseResult) -> tuple[AgentOutput | None, str | None]:
@@ -440,6 +449,9 @@ def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_r
         expected_text = (_message_text(invocation.expected_final_response) if invocation else None)
         actual_text = text_of(turn.final_response) if turn is not None and turn.final_response is not None else None
         diff = word_diff(expected_text, actual_text) if expected_text is not None and actual_text is not None else None
+        side_by_side = diff is not None and shared_fraction(diff) < CLOSE_ENOUGH
+        if side_by_side:
+            diff = None
         view = TurnView(
             number=index + 1,
             invocation_id=invocation.invocation_id if invocation else (turn.invocation_id or "" if turn else ""),
@@ -447,7 +459,8 @@ def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_r
             expected_response=expected_text,
             actual_response=actual_text,
             response_diff=diff,
-            diff_too_long=diff is None and expected_text is not None and actual_text is not None,
+            diff_too_long=diff is None and not side_by_side and expected_text is not None and actual_text is not None,
+            side_by_side=side_by_side,
             tool_rows=diff_rows(alignment.rows),
             counts={kind: alignment.count(kind) for kind in (MATCHED, ARGS_DIFFER, MISSING, UNEXPECTED)},
             turn_missing=invocation is not None and turn is None,
@@ -473,7 +486,8 @@ def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_r
     return DrillPage(
         run=run, run_label=run_label(run), result=result, case=case, output_error=output_error, turns=turns,
         scores=[ScoreView(s.criterion, _level(s), s.score, s.raw_value, s.passed, _threshold_text(s.threshold),
-                          s.error, pretty_json(s.justification) if s.justification else None)
+                          s.error, pretty_json(s.justification) if s.justification else None,
+                          justification_rows(s.justification) if s.justification else [])
                 for s in sorted(scores, key=lambda s: (s.applies_to != Score.Level.CONVERSATION, s.turn_index,
                                                        s.criterion, s.node_name))],
         steps=steps, traces=_traces(result), match_type=match_type.value, args_mode=rules.mode,
@@ -481,6 +495,7 @@ def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_r
         baseline_url=reverse("run_case", args=[baseline.pk, baseline_result.pk])
         if baseline is not None and baseline_result is not None else None,
         case_url=reverse("case_detail", args=[result.case_id]),
+        repeats=repeats_of(result),
     )
 
 

@@ -20,9 +20,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from evaluations.audit import object_history, record_run
 from evaluations.evaluators.parity import parity_notes
 from evaluations.models import AuditEvent, Membership, Run
+from evaluations.review import selectors as review_selectors
+from evaluations.review.selectors import baseline_link
 from evaluations.runs import selectors
 from evaluations.runs import services as runs
 from evaluations.runs.forms import NewRunForm
+from evaluations.runs.live import live_status
 from evaluations.runs.selectors import config_text
 from evaluations.web.charts import to_html
 from evaluations.web.charts.run import latency_histogram, pass_rate_by_tag, score_distribution
@@ -56,7 +59,7 @@ def home(request: HttpRequest) -> HttpResponse:
         active = selectors.active_runs(project=project) if project else []
         response = render(request, "evaluations/runs/_active_runs.html", {"active": active})
     else:
-        page = selectors.home_page(project=project) if project else None
+        page = review_selectors.home_page(project=project) if project else None
         can_write = bool(project and project.can_write(request.user))
         response = render(request, "evaluations/runs/home.html",
                           {"project": project, "page": page, "can_write": can_write})
@@ -226,7 +229,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                           {"page": page, "run": page.run, "table": page.table, "charts": charts,
                            "pinned": run.evalset_version.evalset.baseline_run_id == run.pk,
                            "can_admin": role == Membership.Role.ADMIN, "history": object_history(run),
-                           "parity_notes": parity_notes(run.config)})
+                           "parity_notes": parity_notes(run.config),
+                           "vs": baseline_link(run), "live": live_status(run) if page.run.is_active else None})
     patch_vary_headers(response, ["HX-Request"])
     return response
 
@@ -239,7 +243,8 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     run = _visible_run(request, pk)
     view = selectors.run_view(run)
     response = render(request, "evaluations/runs/_progress.html",
-                      {"run": view, "can_write": run.project.can_write(request.user)})
+                      {"run": view, "can_write": run.project.can_write(request.user),
+                       "live": live_status(run) if view.is_active else None})
     if request.htmx and not view.is_active:  # type: ignore[attr-defined]
         response["HX-Refresh"] = "true"
     return response

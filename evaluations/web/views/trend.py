@@ -38,6 +38,7 @@ class FailingCase:
     since_label: str
     since_url: str | None  # the first failing result, compared with the run before it
     runs_failing: int
+    now_url: str | None = None  # the latest run's result, compared with the run before it
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,24 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool) -> TrendPage:
             outcomes[(eval_id, run_id)].append(outcome)
             first_pk.setdefault((eval_id, run_id), pk)
 
+    # One reverse() for every cell: a URL per cell would cost more than the chart.
+    marker = 987654321
+    pattern = reverse("run_case", args=[marker, marker + 1])
+
+    def cell_url(run_id: int, result_pk: int | None, before: int | None) -> str | None:
+        if result_pk is None:
+            return None
+        url = pattern.replace(str(marker + 1), str(result_pk)).replace(str(marker), str(run_id))
+        return url + (f"?baseline={before}&status=all" if before is not None else "")
+
     rows, failing = [], []
     position = {run_id: i for i, run_id in enumerate(run_ids)}
     for eval_id in shown:
         cells = [comparison.case_outcome(outcomes.get((eval_id, run_id), [])) or "none" for run_id in run_ids]
         since = first_failing(cells)
-        rows.append(HeatmapRow(eval_id, cells, since))
+        urls = [cell_url(run_id, first_pk.get((eval_id, run_id)), run_ids[i - 1] if i else None)
+                for i, run_id in enumerate(run_ids)]
+        rows.append(HeatmapRow(eval_id, cells, since, urls))
         if since is not None:
             run = runs[since]
             result_pk = first_pk.get((eval_id, run.pk))
@@ -124,7 +137,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool) -> TrendPage:
                 if before is not None:
                     url += f"?baseline={before.pk}&status=all"
             failing.append(FailingCase(eval_id, labels[position[run.pk]], url,
-                                       sum(1 for c in cells[since:] if c in FAILING)))
+                                       sum(1 for c in cells[since:] if c in FAILING), urls[-1]))
     paginated.object_list = shown
     return TrendPage(
         evalset=evalset, runs=runs, run_labels=labels, points=points,

@@ -158,9 +158,16 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     if tab not in TABS:
         tab = "assigned"
     queue = None
+    counts: dict[str, int] = {}
     if project is not None:
         page = request.GET.get("page", 1)
         queue = (services.assigned_to(user=request.user, project=project, page=page) if tab == "assigned"
                  else services.untriaged_regressions(project=project, page=page))
+        counts = {"assigned": queue.count if tab == "assigned"
+                  else services.assigned_count(user=request.user, project=project),
+                  "untriaged": queue.count if tab == "untriaged" else services.untriaged_count(project)}
+    tabs = [(key, label, counts.get(key)) for key, label in TABS.items()]
     return render(request, "evaluations/triage/review.html",
-                  {"project": project, "tab": tab, "tabs": TABS, "queue": queue})
+                  {"project": project, "tab": tab, "tabs": tabs, "queue": queue,
+                   "statuses": Triage.Status.choices,
+                   "can_triage": project is not None and project.role_of(request.user) in WRITERS})

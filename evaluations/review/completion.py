@@ -1,0 +1,68 @@
+"""What review adds to a run's completion (registered as a completion hook in
+evaluations/apps.py, so that runs never import review):
+
+- before the completing transaction, the comparison with the run's default baseline is
+  computed in the worker, so the first view of the compare page does not wait for the
+  statistics (1-2 s at 10,000 cases);
+- inside it, the comparison is stored with the status change: no view ever sees the run
+  completed without it (and a crowd of first views would each compute it);
+- after it, the activity feed hears that the run finished (with its regressions against that
+  baseline), and cases that passed again end their triage on the run's branch.
+
+None of it may fail the run: a failure is logged, and the pages compute the comparison anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from evaluations.audit import audit_record
+from evaluations.models import AuditEvent, Run
+from evaluations.review.comparison import compare, comparison_store, default_baseline, run_data
+from evaluations.review.triage import triage_resolve_passed
+from evaluations.runs.services import Completion
+
+log = logging.getLogger(__name__)
+
+
+def on_run_completion(run: Run) -> Completion:
+    baseline, compared = _with_default_baseline(run)
+
+    def store(candidate: Run) -> None:
+        if baseline is not None and compared is not None:
+            comparison_store(baseline=baseline, candidate=candidate, summary=compared)
+
+    def after(candidate: Run) -> None:
+        _record_finish(candidate, baseline, compared)
+
+    return Completion(store=store, after=after)
+
+
+def _with_default_baseline(run: Run) -> tuple[Run | None, dict[str, Any] | None]:
+    """(baseline, comparison), or (None, None) when there is no finished baseline or the
+    statistics fail."""
+    try:
+        run = Run.objects.select_related("evalset_version__evalset").get(pk=run.pk)
+        baseline = default_baseline(run)
+        if baseline is None or not baseline.is_finished:
+            return None, None
+        return baseline, compare(run_data(baseline), run_data(run))
+    except Exception:
+        log.exception("run %s: could not precompute the comparison", run.pk)
+        return None, None
+
+
+def _record_finish(run: Run, baseline: Run | None, compared: dict[str, Any] | None) -> None:
+    run = Run.objects.select_related("project", "evalset_version__evalset").get(pk=run.pk)
+    regressions = (compared or {}).get("counts", {}).get("regressed") if compared else None
+    name = f" ({run.name})" if run.name else ""
+    if baseline is not None and regressions is not None:
+        said = f"{regressions} regression{'' if regressions == 1 else 's'} vs #{baseline.pk}"
+    else:
+        said = "nothing to compare with"
+    audit_record(project=run.project, actor=None, verb=AuditEvent.Verb.RUN_FINISHED, obj=run,
+                 summary=f"run #{run.pk}{name} finished: {said}",
+                 data={"regressions": regressions, "baseline": baseline.pk if baseline else None,
+                       "candidate": run.pk})
+    triage_resolve_passed(run)

@@ -1,0 +1,73 @@
+"""Pieces of the case drill-down that help a reviewer read it: whether two responses are close
+enough to diff word by word (else they are shown side by side), an evaluator's justification
+as rows of a table, and the run's other repeats of the case."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from evaluations.models import CaseResult
+
+# Below this share of unchanged text a word diff interleaves two unrelated texts: the
+# responses are shown side by side instead.
+CLOSE_ENOUGH = 0.5
+MAX_ROWS = 40
+VALUE_CHARS = 600
+
+
+def shared_fraction(segments: list[Any]) -> float:
+    """How much of the longer text the word diff keeps unchanged (0..1)."""
+    equal = sum(len(s.text) for s in segments if s.kind == "equal")
+    before = equal + sum(len(s.text) for s in segments if s.kind == "del")
+    after = equal + sum(len(s.text) for s in segments if s.kind == "ins")
+    longest = max(before, after)
+    return equal / longest if longest else 1.0
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    value: str
+    long: bool
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def justification_rows(value: Any, prefix: str = "", rows: list[Row] | None = None, depth: int = 0) -> list[Row]:
+    """A justification as `path: value` rows: objects are opened two levels deep (lists of
+    plain values stay on one row), longer structures are shown as compact JSON."""
+    rows = [] if rows is None else rows
+    if isinstance(value, dict) and value and depth < 2:
+        for key in sorted(value, key=str):
+            justification_rows(value[key], f"{prefix}.{key}" if prefix else str(key), rows, depth + 1)
+    elif isinstance(value, list) and value and depth < 2 and any(isinstance(v, dict) for v in value):
+        for index, item in enumerate(value):
+            justification_rows(item, f"{prefix}[{index}]", rows, depth + 1)
+    else:
+        text = _text(value)
+        rows.append(Row(prefix or "value", text, len(text) > VALUE_CHARS))
+    return rows[:MAX_ROWS] if depth == 0 else rows
+
+
+@dataclass(frozen=True)
+class Repeat:
+    number: int  # 1-based
+    status: str
+    pk: int
+    current: bool
+
+
+def repeats_of(result: CaseResult) -> list[Repeat]:
+    """The run's results for the same case, one per iteration: one query; empty when the
+    run has a single repeat."""
+    rows = list(CaseResult.objects.filter(run_id=result.run_id, case_id=result.case_id).order_by("iteration")
+                .values_list("pk", "iteration", "status"))
+    if len(rows) < 2:
+        return []
+    return [Repeat(iteration + 1, status, pk, pk == result.pk) for pk, iteration, status in rows]

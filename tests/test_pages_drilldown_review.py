@@ -1,0 +1,69 @@
+"""The drill-down reads like a review: unrelated responses side by side (a word diff only when
+they are close), justifications as rows, a switcher between repeats, the baseline's calls
+folded away when they all match, and triage in a side panel beside the case."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from evaluations.models import CaseResult, Project, Run
+from tests.compare_helpers import import_demo, make_run, perfect_outputs, regressed_outputs
+
+pytestmark = pytest.mark.django_db
+
+
+def url(run: Run, eval_id: str, iteration: int = 0, **params: Any) -> str:
+    result = CaseResult.objects.get(run=run, case__eval_id=eval_id, iteration=iteration)
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return reverse("run_case", args=[run.pk, result.pk]) + (f"?{query}" if query else "")
+
+
+def with_response(outputs: list[dict[str, Any]], eval_id: str, text: str) -> list[dict[str, Any]]:
+    outputs = copy.deepcopy(outputs)
+    next(o for o in outputs if o["eval_id"] == eval_id)["turns"][0]["final_response"] = text
+    return outputs
+
+
+def test_unrelated_responses_are_side_by_side_and_close_ones_diffed(acme: Project, alice_client: Client) -> None:
+    version = import_demo(acme)
+    outputs = with_response(perfect_outputs(), "weather_tokyo", "Sorry, I could not look that up.")
+    expected = next(o for o in perfect_outputs() if o["eval_id"] == "order_status")["turns"][0]["final_response"]
+    outputs = with_response(outputs, "order_status", expected.rstrip(".") + " today.")
+    run = make_run(acme, version, outputs)
+    far = alice_client.get(url(run, "weather_tokyo")).content.decode()
+    assert 'data-testid="side-by-side"' in far and 'data-testid="worddiff"' not in far
+    close = alice_client.get(url(run, "order_status")).content.decode()
+    assert 'data-testid="worddiff"' in close and 'data-testid="side-by-side"' not in close
+    assert "<ins>" in close.split('data-testid="worddiff"', 1)[1].split("</pre>", 1)[0]
+
+
+def test_justifications_are_rows_and_repeats_can_be_switched(acme: Project, alice_client: Client) -> None:
+    version = import_demo(acme)
+    outputs = [dict(o, iteration=i) for i in (0, 1) for o in copy.deepcopy(regressed_outputs())]
+    run = make_run(acme, version, outputs, iterations=2)
+    page = alice_client.get(url(run, "weather_tokyo", 0, baseline=run.pk)).content.decode()
+    rows = "".join(part.split("</dl>", 1)[0] for part in page.split('data-testid="justification"')[1:])
+    assert '<dt class="mono">counts.args_differ</dt><dd>1</dd>' in rows
+    repeats = page.split('data-testid="repeats"', 1)[1].split("</nav>", 1)[0]
+    second = CaseResult.objects.get(run=run, case__eval_id="weather_tokyo", iteration=1)
+    assert 'aria-current="page"' in repeats and "#1" in repeats
+    assert f'href="/runs/{run.pk}/cases/{second.pk}/?baseline={run.pk}"' in repeats  # the filters travel along
+
+
+def test_matching_baseline_calls_are_folded_and_triage_sits_beside_the_case(acme: Project,
+                                                                           alice_client: Client) -> None:
+    version = import_demo(acme)
+    base = make_run(acme, version, perfect_outputs())
+    cand = make_run(acme, version, regressed_outputs())
+    page = alice_client.get(url(cand, "weather_tokyo", baseline=base.pk, status="regressed")).content.decode()
+    assert '<details class="baseline-calls" open data-testid="baseline-calls">' in page  # they differ: open
+    same = alice_client.get(url(cand, "flight_search_lis", baseline=base.pk, status="all")).content.decode()
+    assert '<details class="baseline-calls" data-testid="baseline-calls">' in same
+    assert ": all 1 match" in same
+    side = page.split('<aside class="drill-side"', 1)[1].split("</aside>", 1)[0]
+    assert 'data-testid="triage-panel"' in side
