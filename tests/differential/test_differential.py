@@ -32,6 +32,7 @@ from evaluations.evaluators import get_evaluator_class
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.formats.adk import reader as adk_reader
 from evaluations.formats.base import SourceFile
+from evaluations.formats.deepeval import reader as deepeval_reader
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MatchType, MessageContent, ToolCall
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
 from tests.conftest import REALWORLD
@@ -188,18 +189,22 @@ def mutate_calls(draw: Any, calls: list[ToolCall], names: list[str]) -> list[dic
 # --- The real eval sets ---------------------------------------------------------------------------
 
 
-def adk_cases() -> list[EvalCase]:
+def real_cases() -> list[EvalCase]:
+    """The ADK eval sets and the DeepEval goldens (single- and multi-turn) kept in the repository."""
     cases: list[EvalCase] = []
     for path in sorted((REALWORLD / "google-adk").rglob("*.json")):
         if path.name == "test_config.json":
             continue
         parsed = adk_reader.parse(SourceFile(path.name, path.read_bytes()), [])
         cases.extend(c for c in parsed.evalset.eval_cases if c.conversation)
-    assert len(cases) >= 4
+    for path in sorted((REALWORLD / "deepeval").glob("*.json")):
+        parsed = deepeval_reader.parse(SourceFile(path.name, path.read_bytes()), [])
+        cases.extend(c for c in parsed.evalset.eval_cases if c.conversation)
+    assert len(cases) >= 20
     return cases
 
 
-REAL_CASES = adk_cases()
+REAL_CASES = real_cases()
 NAMES = sorted({c.name for case in REAL_CASES for i in case.conversation for c in i.expected_tool_trajectory}
                | {"get_weather", "get_forecast", "search"})
 
@@ -255,6 +260,26 @@ def test_adk_response_match_score(libs: Bridge, pair: tuple[EvalCase, AgentOutpu
     assert [r.score for r in turns] == score["turns"], (case.eval_id, output.turns)
     assert [r.passed for r in turns] == score["passed"]
     assert overall(results).score == score["overall"]
+
+
+@SETTINGS
+@given(pair=case_and_output(same_turns=True), match_type=st.sampled_from(list(MatchType)),
+       ignore_args=st.booleans(), threshold=st.sampled_from([0.0, 0.5, 1.0]))
+def test_adk_tool_trajectory_avg_score(libs: Bridge, pair: tuple[EvalCase, AgentOutput], match_type: MatchType,
+                                       ignore_args: bool, threshold: float) -> None:
+    case, output = pair
+    config = CriterionConfig(threshold=threshold, match_type=match_type, options={"ignore_args": ignore_args})
+    results = evalsite("tool_trajectory_avg_score", case, output, config)
+    theirs = libs("adk_trajectory", threshold=threshold, match_type=match_type.value, ignore_args=ignore_args,
+                  expected=[[{"name": c.name, "args": c.args} for c in i.expected_tool_trajectory]
+                            for i in case.conversation],
+                  actual=[[{"name": c.name, "args": c.args} for c in t.tool_calls] for t in output.turns])
+    score = theirs["score"]
+    turns = [r for r in results if r.applies_to is Level.INTERACTION]
+    context = f"{case.eval_id}: {[[c.name for c in t.tool_calls] for t in output.turns]}"
+    assert [r.score for r in turns] == score["turns"], context
+    assert [r.passed for r in turns] == score["passed"], context
+    assert overall(results).score == score["overall"], context
 
 
 def test_adk_examples_from_the_issue(libs: Bridge) -> None:
