@@ -39,7 +39,7 @@ from tests.conftest import REALWORLD
 
 BRIDGE = Path(__file__).with_name("bridge.py")
 REPO = Path(__file__).resolve().parents[2]
-SETTINGS = settings(max_examples=int(os.environ.get("EVALSITE_DIFFERENTIAL_EXAMPLES", "150")), derandomize=True,
+SETTINGS = settings(max_examples=int(os.environ.get("EVALSITE_DIFFERENTIAL_EXAMPLES", "300")), derandomize=True,
                     deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
                                                                           HealthCheck.function_scoped_fixture])
 
