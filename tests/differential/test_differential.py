@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from evaluations.evaluators import get_evaluator_class
@@ -115,6 +115,7 @@ def same(ours: ScoreResult, theirs: dict[str, Any], context: Any, raw: bool = Fa
     """Equal scores (to the bit) and pass/fail; or the library raised and evalsite recorded an
     error instead of a number. `raw`: the library's number is on its own scale (UiPath's legacy
     JSON similarity, 0-100), which evalsite keeps as the raw value."""
+    event("the library raised" if "raises" in theirs else "both scored")  # --hypothesis-show-statistics
     if "raises" in theirs:
         assert ours.score is None and ours.error, f"{context!r}: {theirs['raises']!r}, evalsite {ours!r}"
         return
@@ -306,7 +307,12 @@ LEGACY_BOOKKEEPING = {"id", "fileName", "description", "category", "type", "crea
 
 multiline = st.lists(st.sampled_from(["Line 1", "line 1", "Line 2", "Line 2 changed", "", "  ", "5", "5.0", "東京"]),
                      max_size=4).map("\n".join)
-uipath_values = (json_values | texts | multiline
+# The expected outputs of UiPath's calculator sample (legacy eval set and the evaluators' defaults).
+CALCULATOR_OUTPUTS = [e["expectedOutput"] for e in json.loads(
+    (REALWORLD / "uipath" / "calculator" / "eval-sets" / "legacy.json").read_text())["evaluations"]] + [
+    json.loads((REALWORLD / "uipath" / "calculator" / "evaluators" / name).read_text())["evaluatorConfig"][
+        "defaultEvaluationCriteria"]["expectedOutput"] for name in ("exact-match.json", "json-similarity.json")]
+uipath_values = (st.sampled_from(CALCULATOR_OUTPUTS) | json_values | texts | multiline
                  | st.builds(lambda v: {"result": v}, json_values | multiline)
                  | st.builds(lambda v: {"result": {"result": v}}, multiline | json_values)  # the same key, nested
                  | st.builds(lambda v: json.dumps({"result": v}), json_values | multiline))  # JSON in a string
