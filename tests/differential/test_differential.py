@@ -50,8 +50,8 @@ SETTINGS = settings(max_examples=int(os.environ.get("EVALSITE_DIFFERENTIAL_EXAMP
 class Bridge:
     def __init__(self, python: str) -> None:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-               "PYTHONIOENCODING": "utf-8", "NO_PROXY": "*", "HTTPS_PROXY": "http://127.0.0.1:9",
-               "HTTP_PROXY": "http://127.0.0.1:9"}  # nothing the libraries do here may reach a network
+               "PYTHONIOENCODING": "utf-8", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+               "ALL_PROXY": "http://127.0.0.1:9"}  # a dead proxy: nothing the libraries try may reach a network
         self.process = subprocess.Popen([python, str(BRIDGE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, text=True, encoding="utf-8", env=env)
 
