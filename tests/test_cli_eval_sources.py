@@ -82,11 +82,16 @@ def test_a_single_adk_file_takes_the_test_config_beside_it(tmp_path: Path,
     assert "tool_trajectory_avg_score" not in Run.objects.order_by("-pk")[0].config["criteria"]
 
 
-def test_config_takes_what_adks_test_config_takes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_takes_what_adks_test_config_takes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EVALSITE_LLM_BASE_URL", raising=False)  # the judge is not runnable: no network
+    monkeypatch.delenv("EVALSITE_LLM_API_KEY", raising=False)
     config = tmp_path / "adk_config.json"
     config.write_text(json.dumps({"criteria": {
         "tool_trajectory_avg_score": {"threshold": 1.0, "match_type": "IN_ORDER", "ignore_args": True},
-        "response_match_score": 0.5}}))
+        "response_match_score": 0.5,
+        "final_response_match_v2": {"threshold": 0.8, "judge_model_options": {"judge_model": "judge-x",
+                                                                              "num_samples": 3}}}}))
     _, out, err = _eval(capsys, str(DEMO), "--outputs", _outputs(tmp_path), "--config", str(config))
     assert Run.objects.exists(), err
     criteria = Run.objects.get().config["criteria"]
@@ -94,6 +99,7 @@ def test_config_takes_what_adks_test_config_takes(tmp_path: Path, capsys: pytest
     assert (trajectory["threshold"], trajectory["match_type"], trajectory["options"]) == (
         1.0, "IN_ORDER", {"ignore_args": True}), (out, err)
     assert criteria["response_match_score"]["threshold"] == 0.5
+    assert criteria["final_response_match_v2"]["judge_model"] == "judge-x"  # ADK's LLM-judged names run
 
 
 def test_a_bad_adk_style_config_names_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

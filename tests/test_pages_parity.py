@@ -30,7 +30,9 @@ def notes_section(client: Client, run: Run) -> str:
     page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
     if 'class="alert parity-notes"' not in page:
         return ""
-    return page.split('class="alert parity-notes"', 1)[1].split("</section>", 1)[0]
+    body = page.split("<body", 1)[1]
+    assert 'class="alert parity-notes"' in body.split('aria-label="Summary"', 1)[0]  # shown above the scores
+    return body.split('class="alert parity-notes"', 1)[1].split("</section>", 1)[0]
 
 
 def test_agentflow_names_scored_by_evalsite_say_so_and_name_the_agentflow_evaluator(

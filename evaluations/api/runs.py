@@ -53,6 +53,7 @@ from evaluations.api.serializers import (
 )
 from evaluations.audit import record_run
 from evaluations.evalsets.formats import EvalSetImportError, SourceFile, check_size
+from evaluations.evalsets.formats.adk import eval_config_from_doc
 from evaluations.models import (
     AuditEvent,
     CaseResult,
@@ -201,7 +202,7 @@ class RunListCreate(ListCreateAPIView):
         config = None
         if "config" in v:
             try:
-                config = EvalConfig.model_validate(v["config"])
+                config = eval_config_from_doc(v["config"])  # AgentFlow's EvalConfig, or ADK's test_config.json
             except PydanticValidationError as exc:
                 raise ValidationError(_config_problems(exc)) from None
         preset = None

@@ -25,6 +25,7 @@ base._BUILTIN_MODULES.extend([
     "evaluations.evaluators.nodes",
     "evaluations.evaluators.deepeval",
     "evaluations.evaluators.agentflow",
+    "evaluations.evaluators.adk_judges",
 ])
 
 __all__ = [

@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
+from evaluations.evaluators.runnable import NOT_RUNNABLE, is_custom_uipath, not_runnable_reason
 from evaluations.models import (
     CaseResult,
     EvalCase,
@@ -153,6 +154,8 @@ def run_create(
         raise RunError("the eval set version belongs to another project")
     used = config_for(version, config, preset)
     for criterion, criterion_config in used.criteria.items():
+        if is_custom_uipath(criterion_config.evaluator or criterion):
+            continue  # scored as not runnable, with the reason
         try:
             get_evaluator_class(criterion_config.evaluator or criterion)
         except KeyError as exc:
@@ -386,10 +389,16 @@ def _build_evaluators(config: EvalConfig) -> dict[str, tuple[Evaluator | None, C
         if not criterion_config.enabled:
             continue
         name = criterion_config.evaluator or criterion
+        if is_custom_uipath(name):
+            built[criterion] = (None, criterion_config, not_runnable_reason(name, None))
+            continue
         try:
-            built[criterion] = (get_evaluator_class(name)(), criterion_config, "")
+            evaluator = get_evaluator_class(name)()
         except Exception as exc:  # an evaluator that cannot even be built is an error per score
             built[criterion] = (None, criterion_config, f"{type(exc).__name__}: {exc}")
+            continue
+        why = not_runnable_reason(name, evaluator)
+        built[criterion] = (None, criterion_config, why) if why else (evaluator, criterion_config, "")
     return built
 
 
@@ -466,6 +475,10 @@ def _score_case(case: NativeCase, output: AgentOutput,
 
 
 def _status(output: AgentOutput, scores: list[ScoreResult]) -> str:
+    runnable = [s for s in scores if not s.error.startswith(NOT_RUNNABLE)]
+    if scores and not runnable and not output.error:
+        return CaseResult.Status.NOT_RUNNABLE  # every criterion is: the reason is on each score
+    scores = runnable  # a criterion that cannot run here does not make the case an error
     if output.error or any(t.error for t in output.turns) or any(s.error for s in scores):
         return CaseResult.Status.ERROR
     top = [s for s in scores if s.applies_to == Level.CONVERSATION]
@@ -517,8 +530,10 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
         _update_results(prepared, now, store_outputs=store_outputs)
         _store_traces(run, prepared)
         statuses = [p[1][0] for p in prepared]
+        not_runnable = statuses.count(CaseResult.Status.NOT_RUNNABLE)
         Run.objects.filter(pk=run.pk).update(
-            cases_done=F("cases_done") + len(prepared),
+            cases_done=F("cases_done") + len(prepared) - not_runnable,
+            cases_not_runnable=F("cases_not_runnable") + not_runnable,
             cases_failed=F("cases_failed") + statuses.count(CaseResult.Status.FAILED),
             cases_errored=F("cases_errored") + statuses.count(CaseResult.Status.ERROR),
             heartbeat_at=now,

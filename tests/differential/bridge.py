@@ -38,6 +38,28 @@ def adk_rouge(request: dict[str, Any]) -> Any:
             "passed": [r.eval_status.name == "PASSED" for r in result.per_invocation_results]}
 
 
+def adk_trajectory(request: dict[str, Any]) -> Any:
+    from google.adk.evaluation.eval_case import IntermediateData, Invocation
+    from google.adk.evaluation.eval_metrics import EvalMetric, ToolTrajectoryCriterion
+    from google.adk.evaluation.trajectory_evaluator import TrajectoryEvaluator
+    from google.genai import types
+
+    def invocation(calls: list[dict[str, Any]]) -> Any:
+        return Invocation(user_content=types.Content(role="user", parts=[types.Part(text="q")]),
+                          intermediate_data=IntermediateData(tool_uses=[
+                              types.FunctionCall(name=c["name"], args=c["args"]) for c in calls]))
+
+    criterion = ToolTrajectoryCriterion(threshold=request["threshold"],
+                                        match_type=ToolTrajectoryCriterion.MatchType[request["match_type"]],
+                                        ignore_args=request["ignore_args"])
+    evaluator = TrajectoryEvaluator(eval_metric=EvalMetric(metric_name="tool_trajectory_avg_score",
+                                                           threshold=request["threshold"], criterion=criterion))
+    result = evaluator.evaluate_invocations([invocation(a) for a in request["actual"]],
+                                            [invocation(e) for e in request["expected"]])
+    return {"overall": result.overall_score, "turns": [r.score for r in result.per_invocation_results],
+            "passed": [r.eval_status.name == "PASSED" for r in result.per_invocation_results]}
+
+
 def uipath(request: dict[str, Any]) -> Any:
     from uipath.eval.evaluators.evaluator_factory import EvaluatorFactory
     from uipath.eval.models import WorkloadExecution
@@ -122,7 +144,7 @@ def versions(request: dict[str, Any]) -> Any:
     return {name: metadata.version(name) for name in request["packages"]}
 
 
-HANDLERS = {f.__name__: f for f in (versions, adk_rouge, uipath, deepeval_tool_correctness, deepeval_exact_match, agentflow)}
+HANDLERS = {f.__name__: f for f in (versions, adk_rouge, adk_trajectory, uipath, deepeval_tool_correctness, deepeval_exact_match, agentflow)}
 
 
 def main() -> None:

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from evaluations.evalsets.formats.adk import reader as adk_reader
 from evaluations.evalsets.formats.base import SourceFile
+from evaluations.evalsets.formats.deepeval import reader as deepeval_reader
 from evaluations.evaluators import get_evaluator_class
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MatchType, MessageContent, ToolCall
@@ -38,7 +39,7 @@ from tests.conftest import REALWORLD
 
 BRIDGE = Path(__file__).with_name("bridge.py")
 REPO = Path(__file__).resolve().parents[2]
-SETTINGS = settings(max_examples=int(os.environ.get("EVALSITE_DIFFERENTIAL_EXAMPLES", "150")), derandomize=True,
+SETTINGS = settings(max_examples=int(os.environ.get("EVALSITE_DIFFERENTIAL_EXAMPLES", "300")), derandomize=True,
                     deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
                                                                           HealthCheck.function_scoped_fixture])
 
@@ -49,8 +50,8 @@ SETTINGS = settings(max_examples=int(os.environ.get("EVALSITE_DIFFERENTIAL_EXAMP
 class Bridge:
     def __init__(self, python: str) -> None:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-               "PYTHONIOENCODING": "utf-8", "NO_PROXY": "*", "HTTPS_PROXY": "http://127.0.0.1:9",
-               "HTTP_PROXY": "http://127.0.0.1:9"}  # nothing the libraries do here may reach a network
+               "PYTHONIOENCODING": "utf-8", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+               "ALL_PROXY": "http://127.0.0.1:9"}  # a dead proxy: nothing the libraries try may reach a network
         self.process = subprocess.Popen([python, str(BRIDGE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, text=True, encoding="utf-8", env=env)
 
@@ -114,6 +115,7 @@ def same(ours: ScoreResult, theirs: dict[str, Any], context: Any, raw: bool = Fa
     """Equal scores (to the bit) and pass/fail; or the library raised and evalsite recorded an
     error instead of a number. `raw`: the library's number is on its own scale (UiPath's legacy
     JSON similarity, 0-100), which evalsite keeps as the raw value."""
+    event("the library raised" if "raises" in theirs else "both scored")  # --hypothesis-show-statistics
     if "raises" in theirs:
         assert ours.score is None and ours.error, f"{context!r}: {theirs['raises']!r}, evalsite {ours!r}"
         return
@@ -188,18 +190,22 @@ def mutate_calls(draw: Any, calls: list[ToolCall], names: list[str]) -> list[dic
 # --- The real eval sets ---------------------------------------------------------------------------
 
 
-def adk_cases() -> list[EvalCase]:
+def real_cases() -> list[EvalCase]:
+    """The ADK eval sets and the DeepEval goldens (single- and multi-turn) kept in the repository."""
     cases: list[EvalCase] = []
     for path in sorted((REALWORLD / "google-adk").rglob("*.json")):
         if path.name == "test_config.json":
             continue
         parsed = adk_reader.parse(SourceFile(path.name, path.read_bytes()), [])
         cases.extend(c for c in parsed.evalset.eval_cases if c.conversation)
-    assert len(cases) >= 4
+    for path in sorted((REALWORLD / "deepeval").glob("*.json")):
+        parsed = deepeval_reader.parse(SourceFile(path.name, path.read_bytes()), [])
+        cases.extend(c for c in parsed.evalset.eval_cases if c.conversation)
+    assert len(cases) >= 20
     return cases
 
 
-REAL_CASES = adk_cases()
+REAL_CASES = real_cases()
 NAMES = sorted({c.name for case in REAL_CASES for i in case.conversation for c in i.expected_tool_trajectory}
                | {"get_weather", "get_forecast", "search"})
 
@@ -257,6 +263,26 @@ def test_adk_response_match_score(libs: Bridge, pair: tuple[EvalCase, AgentOutpu
     assert overall(results).score == score["overall"]
 
 
+@SETTINGS
+@given(pair=case_and_output(same_turns=True), match_type=st.sampled_from(list(MatchType)),
+       ignore_args=st.booleans(), threshold=st.sampled_from([0.0, 0.5, 1.0]))
+def test_adk_tool_trajectory_avg_score(libs: Bridge, pair: tuple[EvalCase, AgentOutput], match_type: MatchType,
+                                       ignore_args: bool, threshold: float) -> None:
+    case, output = pair
+    config = CriterionConfig(threshold=threshold, match_type=match_type, options={"ignore_args": ignore_args})
+    results = evalsite("tool_trajectory_avg_score", case, output, config)
+    theirs = libs("adk_trajectory", threshold=threshold, match_type=match_type.value, ignore_args=ignore_args,
+                  expected=[[{"name": c.name, "args": c.args} for c in i.expected_tool_trajectory]
+                            for i in case.conversation],
+                  actual=[[{"name": c.name, "args": c.args} for c in t.tool_calls] for t in output.turns])
+    score = theirs["score"]
+    turns = [r for r in results if r.applies_to is Level.INTERACTION]
+    context = f"{case.eval_id}: {[[c.name for c in t.tool_calls] for t in output.turns]}"
+    assert [r.score for r in turns] == score["turns"], context
+    assert [r.passed for r in turns] == score["passed"], context
+    assert overall(results).score == score["overall"], context
+
+
 def test_adk_examples_from_the_issue(libs: Bridge) -> None:
     for expected, actual, score in [
             ("東京の天気は晴れです", "東京の天気は曇りです", 0.8),
@@ -281,7 +307,12 @@ LEGACY_BOOKKEEPING = {"id", "fileName", "description", "category", "type", "crea
 
 multiline = st.lists(st.sampled_from(["Line 1", "line 1", "Line 2", "Line 2 changed", "", "  ", "5", "5.0", "東京"]),
                      max_size=4).map("\n".join)
-uipath_values = (json_values | texts | multiline
+# The expected outputs of UiPath's calculator sample (legacy eval set and the evaluators' defaults).
+CALCULATOR_OUTPUTS = [e["expectedOutput"] for e in json.loads(
+    (REALWORLD / "uipath" / "calculator" / "eval-sets" / "legacy.json").read_text())["evaluations"]] + [
+    json.loads((REALWORLD / "uipath" / "calculator" / "evaluators" / name).read_text())["evaluatorConfig"][
+        "defaultEvaluationCriteria"]["expectedOutput"] for name in ("exact-match.json", "json-similarity.json")]
+uipath_values = (st.sampled_from(CALCULATOR_OUTPUTS) | json_values | texts | multiline
                  | st.builds(lambda v: {"result": v}, json_values | multiline)
                  | st.builds(lambda v: {"result": {"result": v}}, multiline | json_values)  # the same key, nested
                  | st.builds(lambda v: json.dumps({"result": v}), json_values | multiline))  # JSON in a string

@@ -17,6 +17,7 @@ not), so the path and the line point at what the user wrote.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -887,6 +888,20 @@ def read_test_config(file: SourceFile) -> tuple[EvalConfig | None, list[Problem]
     problems = converter.problems()
     config = None if converter.errors else _validate(EvalConfig.model_validate, data, file, problems)
     return config, problems, warnings
+
+
+def eval_config_from_doc(doc: Any) -> EvalConfig:
+    """An AgentFlow EvalConfig document, else one in the shape of ADK's test_config.json
+    (what `--config` and the API's `config` accept). Raises the native ValidationError when it
+    is neither."""
+    try:
+        return EvalConfig.model_validate(doc)
+    except ValidationError:
+        if isinstance(doc, dict):
+            config, problems, _warnings = read_test_config(SourceFile(CONFIG_NAME, json.dumps(doc).encode()))
+            if config is not None and not problems:
+                return config
+        raise
 
 
 def _validate(validate: Callable[[Any], Any], data: dict[str, Any], file: SourceFile,
