@@ -17,14 +17,16 @@ from evaluations.evaluators.output import (
     ExactMatchEvaluator,
     JsonSimilarityEvaluator,
     RegexMatchEvaluator,
+    json_similarity,
+    levenshtein,
+    resolve_output_path,
+)
+from evaluations.evaluators.uipath import (
     UiPathContainsEvaluator,
     UiPathExactMatchEvaluator,
     UiPathJsonSimilarityEvaluator,
     UiPathLegacyExactMatchEvaluator,
     UiPathLegacyJsonSimilarityEvaluator,
-    json_similarity,
-    levenshtein,
-    resolve_output_path,
 )
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MessageContent
 from evaluations.schemas.outputs import AgentOutput, TurnOutput

@@ -16,6 +16,7 @@ from evaluations.evaluators.base import (
 # Modules whose import registers the built-in evaluators (imported on first registry use).
 base._BUILTIN_MODULES.extend([
     "evaluations.evaluators.output",
+    "evaluations.evaluators.uipath",
     "evaluations.evaluators.rouge",
     "evaluations.evaluators.trajectory",
     "evaluations.evaluators.tool_calls",

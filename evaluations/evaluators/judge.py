@@ -50,8 +50,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from evaluations.evaluators.base import Evaluator, Level, ScoreResult, Threshold, aligned_turns, register, text_of
 from evaluations.evaluators.llm import ChatClient, LLMError
 from evaluations.evaluators.output import (
-    NOT_SCORED,
-    UiPathOptions,
     Unscorable,
     actual_value,
     as_structured,
@@ -59,10 +57,8 @@ from evaluations.evaluators.output import (
     mean_result,
     options_error,
     resolve_output_path,
-    uipath_actual,
-    uipath_criteria,
-    uipath_target,
 )
+from evaluations.evaluators.uipath import NOT_SCORED, UiPathOptions, uipath_actual, uipath_criteria, uipath_target
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Rubric
 from evaluations.schemas.outputs import AgentOutput
 from evaluations.schemas.results import AccuracyEvaluationResult, EvaluationScore
