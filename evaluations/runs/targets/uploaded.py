@@ -39,7 +39,7 @@ from pydantic import ValidationError
 
 from evaluations import safejson
 from evaluations.evalsets.formats import expand
-from evaluations.evalsets.formats.adk import _MISSING, _Converter, _take
+from evaluations.evalsets.formats.adk_convert import MISSING, AdkConverter, take
 from evaluations.evalsets.formats.base import (
     MAX_REPORTED_PROBLEMS,
     EvalSetImportError,
@@ -200,7 +200,7 @@ def _read_lines(file: SourceFile, problems: _Problems) -> list[_Read]:
 
 def _native(row: Any, file: SourceFile, where: _Text, path: Path, problems: _Problems) -> _Read | None:
     if not isinstance(row, dict):
-        problems.add(file, where, path, f"an output must be an object, not {_type_name(row)}")
+        problems.add(file, where, path, f"an output must be an object, not {type_name(row)}")
         return None
     eval_id = row.get("eval_id") if isinstance(row.get("eval_id"), str) else None
     try:
@@ -241,7 +241,7 @@ def _check_duplicates(read: Sequence[_Read], problems: _Problems) -> None:
                      f"duplicate output for iteration {key[1]} of this case: {where} has it too", key[0])
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
     if value is None:
         return "null"
     return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
@@ -252,10 +252,10 @@ def _type_name(value: Any) -> str:
 
 
 def _read_adk(doc: dict[str, Any], file: SourceFile, where: _Text, problems: _Problems) -> list[_Read]:
-    converter = _Converter(file)  # ADK's own reader: contents, tool uses and events as ADK spells them
+    converter = AdkConverter(file)  # ADK's own reader: contents, tool uses and events as ADK spells them
     set_id = _text(doc, "eval_set_id")
     result_id = _text(doc, "eval_set_result_id")
-    key, cases = _take(doc, "eval_case_results")
+    key, cases = take(doc, "eval_case_results")
     if not isinstance(cases, list):
         problems.add(file, where, (key,), "required: the list of case results")
         return []
@@ -264,9 +264,9 @@ def _read_adk(doc: dict[str, Any], file: SourceFile, where: _Text, problems: _Pr
     for index, raw in enumerate(cases):
         path: Path = (key, index)
         if not isinstance(raw, dict):
-            problems.add(file, where, path, f"a case result must be an object, not {_type_name(raw)}")
+            problems.add(file, where, path, f"a case result must be an object, not {type_name(raw)}")
             continue
-        id_key, eval_id = _take(raw, "eval_id")
+        id_key, eval_id = take(raw, "eval_id")
         if not isinstance(eval_id, str) or not eval_id:
             problems.add(file, where, (*path, id_key), "required: the case's eval_id", f"#{index + 1}")
             continue
@@ -278,12 +278,12 @@ def _read_adk(doc: dict[str, Any], file: SourceFile, where: _Text, problems: _Pr
         turns = _adk_turns(converter, raw, path, eval_id, file, where, problems)
         if len(converter.errors) > before:
             continue
-        status = _take(raw, "final_eval_status")[1]
+        status = take(raw, "final_eval_status")[1]
         metadata: dict[str, Any] = {"source_format": "adk-eval-result"}
         for name, value in (("eval_set_id", _text(raw, "eval_set_id") or set_id),
                             ("eval_set_result_id", result_id),
                             ("session_id", _text(raw, "session_id")),
-                            ("final_eval_status", _ADK_STATUS.get(status, status) if status is not _MISSING else None)):
+                            ("final_eval_status", _ADK_STATUS.get(status, status) if status is not MISSING else None)):
             if value is not None:
                 metadata[name] = value
         output = AgentOutput(
@@ -301,36 +301,36 @@ def _read_adk(doc: dict[str, Any], file: SourceFile, where: _Text, problems: _Pr
 
 
 def _text(obj: dict[str, Any], name: str) -> str | None:
-    value = _take(obj, name)[1]
+    value = take(obj, name)[1]
     return value if isinstance(value, str) and value else None
 
 
-def _adk_turns(converter: _Converter, raw: dict[str, Any], path: Path, eval_id: str, file: SourceFile,
+def _adk_turns(converter: AdkConverter, raw: dict[str, Any], path: Path, eval_id: str, file: SourceFile,
                where: _Text, problems: _Problems) -> list[TurnOutput]:
-    per_key, per_invocation = _take(raw, "eval_metric_result_per_invocation")
+    per_key, per_invocation = take(raw, "eval_metric_result_per_invocation")
     turns: list[TurnOutput] = []
     if isinstance(per_invocation, list) and per_invocation:
         for turn, item in enumerate(per_invocation):
             item_path: Path = (*path, per_key, turn)
             if not isinstance(item, dict):
-                problems.add(file, where, item_path, f"must be an object, not {_type_name(item)}", eval_id)
+                problems.add(file, where, item_path, f"must be an object, not {type_name(item)}", eval_id)
                 continue
-            actual_key, actual = _take(item, "actual_invocation")
+            actual_key, actual = take(item, "actual_invocation")
             if not isinstance(actual, dict):
                 problems.add(file, where, (*item_path, actual_key), "required: the actual invocation", eval_id)
                 continue
             invocation = converter.invocation(actual, (*item_path, actual_key), turn, eval_id)
             if invocation is None:
                 continue
-            expected = _take(item, "expected_invocation")[1]
+            expected = take(item, "expected_invocation")[1]
             expected_id = _text(expected, "invocation_id") if isinstance(expected, dict) else None
             turns.append(_turn(invocation, expected_id))
         return turns
-    if per_invocation not in (_MISSING, None) and not isinstance(per_invocation, list):
-        problems.add(file, where, (*path, per_key), f"must be a list, not {_type_name(per_invocation)}", eval_id)
+    if per_invocation not in (MISSING, None) and not isinstance(per_invocation, list):
+        problems.add(file, where, (*path, per_key), f"must be a list, not {type_name(per_invocation)}", eval_id)
         return []
-    session = _take(raw, "session_details")[1]
-    events = _take(session, "events")[1] if isinstance(session, dict) else None
+    session = take(raw, "session_details")[1]
+    events = take(session, "events")[1] if isinstance(session, dict) else None
     return _session_turns(events) if isinstance(events, list) else []
 
 
@@ -365,13 +365,13 @@ def _adk_usage(events: list[Any]) -> Usage | None:
     found = False
     usage = Usage()
     for event in events:
-        meta = _take(event, "usage_metadata")[1] if isinstance(event, dict) else None
+        meta = take(event, "usage_metadata")[1] if isinstance(event, dict) else None
         if not isinstance(meta, dict):
             continue
         for field_name, adk_name in (("prompt_tokens", "prompt_token_count"),
                                      ("completion_tokens", "candidates_token_count"),
                                      ("total_tokens", "total_token_count")):
-            value = _take(meta, adk_name)[1]
+            value = take(meta, adk_name)[1]
             if isinstance(value, int) and not isinstance(value, bool):
                 setattr(usage, field_name, (getattr(usage, field_name) or 0) + value)
                 found = True
@@ -386,12 +386,12 @@ def _session_turns(events: list[Any]) -> list[TurnOutput]:
     for event in events:
         if not isinstance(event, dict):
             continue
-        invocation_id = _take(event, "invocation_id")[1]
+        invocation_id = take(event, "invocation_id")[1]
         groups.setdefault(invocation_id if isinstance(invocation_id, str) else "", []).append(event)
     turns = []
     for number, (invocation_id, group) in enumerate(groups.items(), start=1):
         agent_events = [e for e in group if e.get("author") != "user"]
-        scratch = _Converter(SourceFile("session", b"{}"))
+        scratch = AdkConverter(SourceFile("session", b"{}"))
         metadata: dict[str, Any] = {}
         calls, intermediate = scratch.invocation_events(agent_events, (), "", metadata)
         final = intermediate.pop()["content"] if intermediate else None
