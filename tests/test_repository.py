@@ -29,8 +29,11 @@ def _project_files() -> list[Path]:
     files = []
     for path in REPO.rglob("*"):
         rel = path.relative_to(REPO)
-        if any(part in SKIP_DIRS for part in rel.parts[:-1]) or not path.is_file():
+        folders = rel.parts[:-1]
+        if any(part in SKIP_DIRS for part in folders) or not path.is_file():
             continue
+        if folders and folders[0].startswith(".") and folders[0] not in {".ci", ".github"}:
+            continue  # tools' local folders (.differential/ venvs, caches): ignored by git, not the product
         if path.suffix in TEXT_SUFFIXES and path.stat().st_size < 2_000_000:
             files.append(path)
     return files
