@@ -9,4 +9,12 @@
       target.form.requestSubmit ? target.form.requestSubmit() : target.form.submit();
     }
   });
+  // An <input data-select-on-focus> selects its text when focused (a new API token, to copy);
+  // here rather than in an inline handler, which the Content-Security-Policy refuses.
+  document.addEventListener("focusin", function (event) {
+    var target = event.target;
+    if (target instanceof HTMLInputElement && target.hasAttribute("data-select-on-focus")) {
+      target.select();
+    }
+  });
 })();
