@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -82,6 +83,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_q",
     "axes",
+    "csp",
     "evaluations",
 ]
 
@@ -94,6 +96,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last: turns a locked-out login (evaluations/lockout.py) into its 429 answer.
     "axes.middleware.AxesMiddleware",
@@ -113,6 +116,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "evaluations.web.context_processors.current_project",
+                "csp.context_processors.nonce",
             ],
             # The template tags live with the pages (evaluations/web/), not in the app's
             # top-level templatetags/ package where Django would look by default.
@@ -204,7 +208,8 @@ EVALSITE_EVALUATORS = env_list("EVALSITE_EVALUATORS", [])
 # --- Auth -----------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    # 12: OWASP ASVS 2.1.1 (docs/SECURITY.md); Django's default is 8.
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
@@ -367,6 +372,27 @@ if env_bool("EVALSITE_HTTPS", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     # Load balancers and `up` probe /healthz over plain HTTP from inside the network.
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+
+# Content-Security-Policy (django-csp): scripts and style sheets only from this server (plus
+# a per-response nonce, for the one inline <style> of the API docs page); no inline script
+# anywhere (chart figures are JSON data blocks drawn by static/js/figures.js). Style
+# *attributes* stay allowed: plotly.js and Swagger UI set them on the elements they draw,
+# and an attribute cannot run script. No frames, plugins, or forms posting elsewhere.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from evaluations.api.errors import api_not_found
 from evaluations.web.views.health import healthz
@@ -23,7 +23,7 @@ urlpatterns = [
     path("api/v1/", include("evaluations.api.urls")),
     # The OpenAPI 3 schema and its docs page (Swagger UI, from local static files: no CDN).
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api_schema"), name="api_docs"),
     # Anything else under /api/ is a JSON 404, never the HTML page (and never a slash redirect).
     re_path(r"^api/", api_not_found),
     path("", include("evaluations.web.urls")),

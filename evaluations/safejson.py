@@ -53,15 +53,22 @@ def deepest(data: bytes, limit: int = MAX_DEPTH) -> tuple[int, int | None]:
             quotes &= (before & 1) == 0
             tail = int(n - 1 - last_other[-1])
             run = tail + run if last_other[-1] < 0 else tail
-        parity = (np.cumsum(quotes, dtype=np.int64) + inside) & 1
-        outside = (parity == 0) & ~quotes
-        delta = np.zeros(n, dtype=np.int8)
-        delta[((arr == _OPEN_ARRAY) | (arr == _OPEN_OBJECT)) & outside] = 1
-        delta[((arr == _CLOSE_ARRAY) | (arr == _CLOSE_OBJECT)) & outside] = -1
-        levels = np.cumsum(delta, dtype=np.int64) + depth
+        # Only the quotes and brackets matter: work on those few positions.
+        opens = (arr == _OPEN_ARRAY) | (arr == _OPEN_OBJECT)
+        closes = (arr == _CLOSE_ARRAY) | (arr == _CLOSE_OBJECT)
+        where = np.flatnonzero(quotes | opens | closes)
+        if not len(where):
+            continue
+        is_quote = quotes[where]
+        # uint8 sums wrap, but keep their parity: all the string state needs.
+        parity = (np.cumsum(is_quote.view(np.uint8), dtype=np.uint8) + np.uint8(inside)) & 1
+        outside = (parity == 0) & ~is_quote
+        delta = opens[where].astype(np.int8) - closes[where].astype(np.int8)
+        delta[~outside] = 0
+        levels = np.cumsum(delta, dtype=np.int32) + depth  # a chunk moves at most _CHUNK levels
         top = int(levels.max())
         if top > limit:
-            return top, start + int(np.argmax(levels > limit))
+            return top, start + int(where[int(np.argmax(levels > limit))])
         best = max(best, top)
         depth = int(levels[-1])
         inside = int(parity[-1])

@@ -108,7 +108,8 @@ def test_tags_are_escaped_in_the_tag_chart() -> None:
 def test_to_html_leaves_plotly_js_to_the_page_and_hides_the_logo() -> None:
     html = to_html(latency_histogram(1.0, [1]))
     assert html.startswith("<div")
-    assert "Plotly.newPlot" in html
+    assert '<script type="application/json" class="plotly-figure"' in html  # data, not an inline script
+    assert "Plotly.newPlot" not in html
     assert '"displaylogo": false' in html
     assert "cdn.plot.ly" not in html and "<html" not in html
     assert len(html) < 20_000  # the library itself is not inlined

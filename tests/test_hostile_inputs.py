@@ -227,3 +227,43 @@ def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_no
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+# --- The CLI (`manage.py eval`, local mode) ---------------------------------------------------
+
+
+def _eval(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    from django.core.management import call_command
+
+    code = 0
+    try:
+        call_command("eval", *args)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.django_db
+def test_the_cli_refuses_deep_outputs_and_a_deep_config_saying_why(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.engine_helpers import DEMO
+
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text("[" * DEEP + "]" * DEEP)
+    code, err = _eval(capsys, str(DEMO), "--outputs", str(outputs))
+    assert code == 2 and "nested more than 64 levels deep" in err and "outputs.json" in err
+    outputs.write_text(json.dumps(perfect_outputs()))
+    config = tmp_path / "config.json"
+    config.write_text(_nest(DEEP))
+    code, err = _eval(capsys, str(DEMO), "--outputs", str(outputs), "--config", str(config))
+    assert code == 2 and "nested too deeply" in err
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_the_cli_refuses_a_metadata_target(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.engine_helpers import DEMO
+
+    code, err = _eval(capsys, str(DEMO), "--target", "http://169.254.169.254/latest/meta-data/")
+    assert code == 2 and "the target URL is refused" in err and "metadata" in err
+    assert Run.objects.count() == 0

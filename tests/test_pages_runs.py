@@ -215,13 +215,12 @@ def test_the_run_page_renders_three_charts_with_plotly_served_locally(regressed:
 
 
 def figures(page: str) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """(data, layout) of each plotly figure on the page, read from its Plotly.newPlot call."""
-    decoder = json.JSONDecoder()
+    """(data, layout) of each plotly figure on the page, read from its JSON data block."""
     found = []
-    for match in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page):
-        data, end = decoder.raw_decode(page, match.end())
-        layout, _ = decoder.raw_decode(page, page.index("{", end))
-        found.append((data, layout))
+    for match in re.finditer(r'<script type="application/json" class="plotly-figure"[^>]*>(.*?)</script>', page,
+                             re.DOTALL):
+        figure = json.loads(match.group(1))
+        found.append((figure["data"], figure["layout"]))
     return found
 
 

@@ -117,4 +117,4 @@ def test_cases_are_paginated_and_the_query_count_does_not_grow(count: int, acme:
 def test_an_eval_set_without_runs_says_so(acme: Project, alice_client: Client) -> None:
     version = generated_version(acme, 3)
     page = html(alice_client.get(trend_url(version)))
-    assert "No completed runs yet." in page and "Plotly.newPlot" not in page
+    assert "No completed runs yet." in page and 'class="plotly-figure"' not in page

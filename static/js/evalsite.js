@@ -27,4 +27,12 @@
   } else {
     foldMenu();
   }
+  // An <input data-select-on-focus> selects its text when focused (a new API token, to copy);
+  // here rather than in an inline handler, which the Content-Security-Policy refuses.
+  document.addEventListener("focusin", function (event) {
+    var target = event.target;
+    if (target instanceof HTMLInputElement && target.hasAttribute("data-select-on-focus")) {
+      target.select();
+    }
+  });
 })();
