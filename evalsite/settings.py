@@ -294,7 +294,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 500
 
-# --- HTTP target egress (SSRF policy, evaluations/targets/egress.py) -----------------------
+# --- HTTP target egress (SSRF policy, evaluations/runs/targets/egress.py) -----------------------
 # Link-local and cloud-metadata addresses are refused unless allowed; loopback and private
 # networks are allowed (a team server's agents, the demo agent) unless denied. Entries are
 # networks (10.0.0.0/8, 127.0.0.1) or host names (agent.internal, .example.com).

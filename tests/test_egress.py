@@ -1,4 +1,4 @@
-"""The HTTP target's SSRF policy (evaluations/targets/egress.py): refusals with a message at
+"""The HTTP target's SSRF policy (evaluations/runs/targets/egress.py): refusals with a message at
 run creation and in the worker, allowed hosts reached, redirects to refused addresses not
 followed, the checked address pinned for the connection."""
 
