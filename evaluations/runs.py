@@ -39,6 +39,7 @@ from django.utils import timezone
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
 from evaluations.exports import case_native_dict
+from evaluations.formats.base import gc_paused
 from evaluations.models import (
     CaseResult,
     EvalCase,
@@ -300,7 +301,8 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
                 alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists()
             if not alive:
                 break  # cancelled (or finished by a twin)
-            settled += _run_chunk(run, pending[start:start + chunk], evaluators, target)
+            with gc_paused():  # the chunk's cases, outputs and scores: freed by reference counting
+                settled += _run_chunk(run, pending[start:start + chunk], evaluators, target)
     finally:
         if keeper is not None:
             keeper.stop()
