@@ -543,7 +543,10 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
     raw = list(page.object_list)
     cells: dict[tuple[int, str], ScoreCell] = {}
     if raw:
-        for s in (_conversation_scores(run).filter(result_id__in=[r["pk"] for r in raw])
+        # By result alone (each is the run's): with the run in the filter the planner took the
+        # run's index and read every score of the run for one page of results.
+        for s in (Score.objects.filter(result_id__in=[r["pk"] for r in raw], applies_to=Level.CONVERSATION.value,
+                                       turn_index=-1, node_name="")
                   .values("result_id", "criterion", "score", "passed", "error")):
             cells[(s["result_id"], s["criterion"])] = ScoreCell(score=s["score"], passed=s["passed"],
                                                                 error=_shorten(s["error"] or ""))

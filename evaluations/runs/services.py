@@ -38,6 +38,7 @@ from django.db import connection, transaction
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum
 from django.utils import timezone
 
+from evaluations.evalsets.formats.base import gc_paused
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
 from evaluations.evaluators.runnable import NOT_RUNNABLE, is_custom_uipath, not_runnable_reason
@@ -334,7 +335,8 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
                 break  # cancelled (or finished by a twin)
             part = pending[start:start + size]
             began = time.monotonic()
-            settled += _run_chunk(run, part, evaluators, target)
+            with gc_paused():  # the chunk's cases, outputs and scores: freed by reference counting
+                settled += _run_chunk(run, part, evaluators, target)
             start += len(part)
             if target is not None:
                 per_result = (time.monotonic() - began) / len(part)

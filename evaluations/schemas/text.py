@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from pydantic import BaseModel
+
 NUL = "\x00"
 REPLACEMENT = "\ufffd"
 
@@ -54,6 +56,8 @@ def has_nul(value: Any) -> bool:
         return any(has_nul(k) or has_nul(v) for k, v in value.items())
     if isinstance(value, list | tuple):
         return any(has_nul(v) for v in value)
+    if isinstance(value, BaseModel):  # readers that build a case from models (plain, DeepEval)
+        return has_nul(value.__dict__)
     return False
 
 
@@ -72,4 +76,6 @@ def _replace(value: Any) -> Any:
         return {_replace(k): _replace(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_replace(v) for v in value]
+    if isinstance(value, BaseModel):  # validated again from its (replaced) fields
+        return _replace(value.model_dump(exclude_unset=True))
     return value

@@ -47,6 +47,7 @@ from evaluations.evalsets.formats.base import (
     Problem,
     SourceFile,
     format_path,
+    gc_paused,
     locate,
     max_cases,
     too_many_cases,
@@ -106,6 +107,11 @@ class _Read:
 
 def read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
     """Every output in `files`, in file order; raises `EvalSetImportError` on bad input."""
+    with gc_paused():  # 10,000 outputs stay alive: each automatic collection walked them all again
+        return _read_outputs(files)
+
+
+def _read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
     problems = _Problems()
     read: list[_Read] = []
     sources = expand(files)

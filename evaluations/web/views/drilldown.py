@@ -45,7 +45,7 @@ from evaluations.evaluators.diffing import (
     align,
     child_path,
 )
-from evaluations.models import CaseResult, Run, Score, Span, Trace
+from evaluations.models import CaseResult, EvalCase, Run, Score, Span, Trace
 from evaluations.review import comparison
 from evaluations.review.drilldown import CLOSE_ENOUGH, Repeat, Row, justification_rows, repeats_of, shared_fraction
 from evaluations.review.selectors import Walk, run_label, trajectory_settings
@@ -534,7 +534,10 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
         raise Http404("no such run")
     if baseline_id is not None and baseline_id != run.pk:
         baseline = get_object_or_404(runs_visible_to(request.user), pk=baseline_id, project=run.project)
-        candidates = list(CaseResult.objects.filter(run=baseline, case__eval_id=result.case.eval_id)
+        # The case's row in the baseline's version first (its (version, eval_id) index), then
+        # its results by the (run, case) index: not a walk over every result of the baseline.
+        case_ids = EvalCase.objects.filter(version_id=baseline.evalset_version_id, eval_id=result.case.eval_id)
+        candidates = list(CaseResult.objects.filter(run=baseline, case_id__in=case_ids.values("pk"))
                           .select_related("case").order_by("iteration"))
         baseline_result = next((r for r in candidates if r.iteration == result.iteration),
                                candidates[0] if candidates else None)
