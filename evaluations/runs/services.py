@@ -182,7 +182,7 @@ def run_create(
 
     simulator = used.user_simulator_config is not None
     labels = labels or {}
-    with transaction.atomic():
+    with gc_paused(), transaction.atomic():  # a row per result, with the outputs alive: no collector walks
         run = Run.objects.create(
             project=project,
             evalset_version=version,
