@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from evaluations.audit import object_history, record_run
 from evaluations.evaluators.parity import parity_notes
 from evaluations.models import AuditEvent, Membership, Run
+from evaluations.ordering import config_in_order
 from evaluations.review import selectors as review_selectors
 from evaluations.review.selectors import baseline_link
 from evaluations.runs import selectors
@@ -229,7 +230,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                           {"page": page, "run": page.run, "table": page.table, "charts": charts,
                            "pinned": run.evalset_version.evalset.baseline_run_id == run.pk,
                            "can_admin": role == Membership.Role.ADMIN, "history": object_history(run),
-                           "parity_notes": parity_notes(run.config),
+                           "parity_notes": parity_notes(config_in_order(run.config, run.criteria_order)),
                            "vs": baseline_link(run), "live": live_status(run) if page.run.is_active else None})
     patch_vary_headers(response, ["HX-Request"])
     return response
