@@ -704,16 +704,15 @@ def signed(value: float | None, digits: int = 2, *, sign: bool = True) -> str:
 
 
 def signed_seconds(value: float | None) -> str:
-    """+1.4 s / -0.052 s (a real minus sign): seconds with two significant digits, as the
-    charts show them."""
-    from evaluations.charts import fmt_seconds
+    """+1.4 s / -52 ms / +99 µs (a real minus sign): two significant digits in the unit that
+    fits, as the charts show them."""
+    from evaluations.charts import fmt_duration, fmt_seconds
 
     if value is None:
         return "—"
-    text = fmt_seconds(abs(value))
-    if float(text) == 0:
+    if float(fmt_seconds(abs(value))) == 0:
         return "±0 s"
-    return (MINUS if value < 0 else "+") + text + " s"
+    return (MINUS if value < 0 else "+") + fmt_duration(abs(value))
 
 
 def statuses_in(summary: dict[str, Any]) -> Iterable[tuple[StatusStyle, int]]:

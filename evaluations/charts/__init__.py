@@ -84,12 +84,41 @@ def fmt_seconds(value: float | None) -> str:
     return f"{rounded:.{decimals}f}"
 
 
+def fmt_duration(value: float | None) -> str:
+    """A duration with its unit: `1.4 s`, `52 ms` under a second, `99 µs` under a millisecond
+    (two significant digits, as `fmt_seconds`)."""
+    if value is None:
+        return "—"
+    if value == 0 or abs(value) >= 0.9995:
+        return f"{fmt_seconds(value)} s"
+    if abs(value) >= 0.0009995:
+        return f"{fmt_seconds(value * 1000)} ms"
+    return f"{fmt_seconds(value * 1_000_000)} µs"
+
+
+def time_axis(values: Any) -> tuple[float, str, bool]:
+    """How to draw latencies: (scale to multiply seconds by, unit, log axis). Milliseconds when
+    everything is under a second; a log axis when the values spread over more than 10x (so
+    a fast run does not collapse onto 0 beside a slow one)."""
+    positive = [v for v in values if v is not None and v > 0]
+    if not positive:
+        return 1.0, "s", False
+    scale, unit = (1000.0, "ms") if max(positive) < 1 else (1.0, "s")
+    return scale, unit, max(positive) / min(positive) > 10
+
+
 def safe(text: Any) -> str:
     """User text for plotly's hover and tick labels, which render HTML."""
     return str(escape(str(text)))
 
 
 def to_html(fig: go.Figure) -> str:
-    """The figure as a <div> and its inline script; plotly.js itself is served locally by the
-    page (static `vendor/plotly.min.js`), never from a CDN."""
-    return str(pio.to_html(fig, include_plotlyjs=False, full_html=False, config={"displaylogo": False}))
+    """The figure as a <div> and its inline script, named for assistive technology and
+    followed by its numbers as a table (`charts.a11y`); no toolbar (it covered the legends).
+    plotly.js itself is served locally by the page (static `vendor/plotly-cartesian-*.min.js`,
+    a build of the cartesian trace types only), never from a CDN."""
+    from evaluations.charts.a11y import data_table, label_of
+
+    plot = str(pio.to_html(fig, include_plotlyjs=False, full_html=False,
+                           config={"displaylogo": False, "displayModeBar": False}))
+    return (f'<div role="img" aria-label="{escape(label_of(fig))}">{plot}</div>' + data_table(fig))

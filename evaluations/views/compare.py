@@ -29,7 +29,7 @@ from django.views.decorators.http import require_GET
 from evaluations import comparison, exports
 from evaluations.api.converters import MAX_ID
 from evaluations.baselines import mismatches
-from evaluations.charts import fmt_seconds, to_html
+from evaluations.charts import fmt_duration, to_html
 from evaluations.charts.compare import (
     DeltaBar,
     ScatterPoint,
@@ -187,7 +187,7 @@ def latency_rows(latency: dict[str, Any]) -> list[LatencyRow]:
 
 
 def _seconds(value: float | None) -> str:
-    return "—" if value is None else f"{fmt_seconds(value)} s"
+    return fmt_duration(value)
 
 
 @dataclass(frozen=True)
