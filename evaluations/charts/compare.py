@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -185,32 +187,50 @@ class TrendPoint:
     pass_rate: float | None
     p95: float | None
     url: str
+    when: datetime | None = None  # when the run was made: the x axis, when every point has it
+    series: str = ""  # "main · gpt-4o": runs of one branch and model make one line
+
+
+SERIES_COLOURS = [PALETTE["blue"], PALETTE["orange"], "#009E73", "#CC79A7", "#56B4E9", "#E69F00"]
+
+
+def _series(points: Sequence[TrendPoint]) -> list[tuple[str, list[TrendPoint]]]:
+    groups: dict[str, list[TrendPoint]] = {}
+    for p in points:
+        groups.setdefault(p.series, []).append(p)
+    return list(groups.items())
+
+
+def _trend(points: Sequence[TrendPoint], y: Any, hover: str) -> go.Figure:
+    """One line per branch and model, on a date axis (a category axis of run labels when a
+    point has no date)."""
+    dated = bool(points) and all(p.when is not None for p in points)
+    fig = go.Figure()
+    groups = _series(points)
+    for index, (name, group) in enumerate(groups):
+        colour = SERIES_COLOURS[index % len(SERIES_COLOURS)]
+        fig.add_trace(go.Scatter(
+            x=[p.when.isoformat() if dated and p.when else safe(p.label) for p in group], y=[y(p) for p in group],
+            mode="lines+markers", name=safe(name) or "runs", line={"color": colour, "width": 2},
+            marker={"size": 7}, connectgaps=False,
+            customdata=[[p.url, safe(p.title), fmt_duration(p.p95)] for p in group], hovertemplate=hover,
+        ))
+    fig.update_layout(**base_layout(height=260, showlegend=len(groups) > 1, hovermode="closest"))
+    fig.update_xaxes(axis(type="date", title_text="run date") if dated
+                     else axis(type="category", title_text="run (oldest first)"))
+    return fig
 
 
 def pass_rate_trend(points: Sequence[TrendPoint]) -> go.Figure:
-    fig = go.Figure(go.Scatter(
-        x=[safe(p.label) for p in points], y=[p.pass_rate for p in points], mode="lines+markers",
-        line={"color": PALETTE["blue"], "width": 2}, marker={"size": 7}, connectgaps=False,
-        customdata=[[p.url, safe(p.title)] for p in points],
-        hovertemplate="%{customdata[1]}<br>pass rate %{y:.1%}<extra></extra>",
-    ))
-    fig.update_layout(**base_layout(height=240))
-    fig.update_xaxes(axis(type="category", title_text="run (oldest first)"))
+    fig = _trend(points, lambda p: p.pass_rate, "%{customdata[1]}<br>pass rate %{y:.1%}<extra></extra>")
     fig.update_yaxes(axis(range=[0, 1.02], tickformat=".0%", title_text="pass rate"))
     return fig
 
 
 def latency_trend(points: Sequence[TrendPoint]) -> go.Figure:
     scale, unit, log = time_axis([p.p95 for p in points])
-    fig = go.Figure(go.Scatter(
-        x=[safe(p.label) for p in points], y=[None if p.p95 is None else p.p95 * scale for p in points],
-        mode="lines+markers",
-        line={"color": PALETTE["orange"], "width": 2}, marker={"size": 7}, connectgaps=False,
-        customdata=[[p.url, safe(p.title), fmt_duration(p.p95)] for p in points],
-        hovertemplate="%{customdata[1]}<br>p95 latency %{customdata[2]}<extra></extra>",
-    ))
-    fig.update_layout(**base_layout(height=240))
-    fig.update_xaxes(axis(type="category", title_text="run (oldest first)"))
+    fig = _trend(points, lambda p: None if p.p95 is None else p.p95 * scale,
+                 "%{customdata[1]}<br>p95 latency %{customdata[2]}<extra></extra>")
     fig.update_yaxes(axis(title_text=f"p95 latency ({unit}{', log scale' if log else ''})",
                           **({"type": "log"} if log else {"rangemode": "tozero"})))
     return fig
