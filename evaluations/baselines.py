@@ -112,7 +112,7 @@ def _pass_rate(run: Run) -> float | None:
 def baseline_link(candidate: Run) -> BaselineLink | None:
     """The candidate's default baseline with the comparison's counts (the stored comparison's
     compact columns, computed and stored on first use); None without a baseline."""
-    from evaluations.comparison import IMPROVED, REGRESSED, comparison_walk
+    from evaluations.comparison import IMPROVED, REGRESSED, comparison_walk, stored_counts
 
     choice = baseline_choice(candidate)
     if choice is None:
@@ -120,7 +120,8 @@ def baseline_link(candidate: Run) -> BaselineLink | None:
     baseline = choice.run
     regressions = improvements = None
     if baseline.is_finished and candidate.is_finished:
-        counts = comparison_walk(baseline=baseline, candidate=candidate).counts
+        counts = (stored_counts(baseline=baseline, candidate=candidate)  # one small column
+                  or comparison_walk(baseline=baseline, candidate=candidate).counts)
         regressions, improvements = counts.get(REGRESSED, 0), counts.get(IMPROVED, 0)
     before, after = _pass_rate(baseline), _pass_rate(candidate)
     return BaselineLink(candidate.pk, baseline.pk, choice.reason, tuple(mismatches(baseline, candidate)),

@@ -542,6 +542,15 @@ def stored_stamp(*, baseline: Run, candidate: Run, **annotations: Any) -> str | 
     return "@".join([str(stored.pk), str(stored.computed_at.timestamp()), *extra])
 
 
+def stored_counts(*, baseline: Run, candidate: Run) -> dict[str, int] | None:
+    """The status counts of two finished runs' stored comparison while it is current (one
+    query, without decoding the summary or the walk); None otherwise."""
+    if not (baseline.is_finished and candidate.is_finished):
+        return None
+    stored = _stored(baseline, candidate, "counts")
+    return stored.counts if stored is not None and stored.counts else None
+
+
 # A case in the comparison's order, as the drill-down walks it: (status, candidate result id, eval_id).
 WalkRow = tuple[str, int | None, str]
 
