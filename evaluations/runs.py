@@ -60,12 +60,13 @@ from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
 log = logging.getLogger(__name__)
 
 # How often a long batch renews the heartbeat and checks for cancellation: at most this many
-# results per write. A batch starts with chunks as small as the target's concurrency (one
-# result for a Python callable) and grows them until a chunk takes about CHUNK_SECONDS, so
-# a slow agent's run shows its counters moving result by result while a fast one keeps
-# writing 50 results a transaction.
+# results per write. A batch against an agent starts with chunks as small as the target's
+# concurrency (one result for a Python callable); every batch sizes its next chunk to take
+# about CHUNK_SECONDS, so a slow agent's (or judge's) run shows its counters moving result by
+# result while fast evaluation keeps writing 50 results a transaction.
 CHUNK = 50
-CHUNK_SECONDS = 0.5
+CHUNK_SECONDS = 1.0
+UPLOADED_CHUNK_FLOOR = 10  # uploaded outputs: the smallest chunk a slow judge shrinks them to
 
 DEFAULT_CONFIG = EvalConfig(
     criteria={
@@ -296,7 +297,9 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
     keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner)
     try:
         floor = _chunk_floor(target)
-        size, start = floor, 0
+        # uploaded outputs have no agent to wait for: start at full chunks (a slow judge
+        # shrinks them after the first); an agent's results start at its concurrency
+        size, start = (CHUNK if target is None else floor), 0
         while start < len(pending):
             alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
                 heartbeat_at=timezone.now(), lease_owner=owner)
@@ -388,6 +391,8 @@ def native_case(row: EvalCase) -> NativeCase:
 
 def _chunk_floor(target: Any) -> int:
     """The smallest chunk worth writing: as many results as the target answers at once."""
+    if target is None:
+        return UPLOADED_CHUNK_FLOOR
     concurrency = getattr(getattr(target, "spec", None), "concurrency", 1)
     return max(1, min(CHUNK, concurrency if isinstance(concurrency, int) else 1))
 
