@@ -172,7 +172,7 @@ def test_the_summary_cards_come_from_the_run_summary(regressed: Run, alice_clien
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
     cards = page.split('aria-label="Summary"', 1)[1].split("</section>", 1)[0]
     assert '<div class="card-value">75%</div>' in cards
-    assert "6 of 8 judged cases" in cards
+    assert "6 of 8 judged results" in cards
     trajectory = cards.split('title="trajectory_match"', 1)[1].split("</div>\n  </div>", 1)[0]
     assert "0.75" in trajectory and "75% pass" in trajectory and "n=8" in trajectory
     latency = regressed.summary["latency"]
@@ -211,7 +211,7 @@ def test_the_run_page_renders_three_charts_with_plotly_served_locally(regressed:
     assert page.count('class="plotly-graph-div"') == 3
     assert '<script src="/static/vendor/plotly-cartesian-4.1.1.min.js">' in page
     assert "cdn.plot.ly" not in page
-    assert "Score distribution per criterion" in page and "Latency per case" in page and "Pass rate by tag" in page
+    assert "Score distribution per criterion" in page and "Latency per result" in page and "Pass rate by tag" in page
 
 
 def figures(page: str) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
