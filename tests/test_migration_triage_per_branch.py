@@ -1,4 +1,4 @@
-"""Migration 0007 moves triage from (baseline, candidate) pairs to branches: each row takes its
+"""Migrations 0007 and 0008 move triage from (baseline, candidate) pairs to branches: each row takes its
 candidate's branch; where one branch had several decisions on a case, the most recently
 changed one is kept and the others' comments move to it."""
 
@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE = [("evaluations", "0006_comparison_walk")]
-AFTER = [("evaluations", "0007_triage_per_branch")]
+AFTER = [("evaluations", "0008_triage_unique_per_branch")]
 
 
 @pytest.mark.django_db(transaction=True)
