@@ -127,6 +127,9 @@ def test_a_live_runs_counters_move_before_it_finishes(page: Any, live_server: An
 def test_no_page_scrolls_sideways_on_a_390_px_phone(chromium: Any, live_server: Any, alice: Any,
                                                     acme: Project) -> None:
     baseline, candidate = two_runs(acme)
+    # a run with long labels: the baseline picker lists it, and must still fit
+    make_run(acme, candidate.evalset_version, perfect_outputs(), name="canary with a long name",
+             labels={"branch": "feature/a-rather-long-branch-name-for-the-planner", "model": "provider/model-x-large"})
     tokyo = CaseResult.objects.get(run=candidate, case__eval_id="weather_tokyo")
     context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     context.set_default_timeout(10_000)
