@@ -272,6 +272,19 @@ STATICFILES_FINDERS = [
 # The embedded default serves assets from the finders, so `up` needs no collectstatic;
 # a team server runs collectstatic and gets compressed, hashed files.
 WHITENOISE_USE_FINDERS = True
+
+
+def _immutable_static(path: str, url: str) -> bool:
+    """Files whose name changes with their content are cached for a year: the manifest
+    storage's hashed names, and vendored libraries named with their version
+    (static/vendor/plotly-cartesian-4.1.1.min.js, served compressed from its .gz beside it)."""
+    import re
+
+    return bool(re.match(r"^.+\.[0-9a-f]{12}\..+$", url)
+                or re.search(r"/vendor/[A-Za-z.-]+-\d+\.\d+\.\d+\.min\.js$", url))
+
+
+WHITENOISE_IMMUTABLE_FILE_TEST = _immutable_static
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -901,8 +901,10 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per agent call")
     parser.add_argument("--output-file", metavar="FILE", help="write the AgentFlow EvalReport JSON here")
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: a test case per eval case and criterion")
-    parser.add_argument("--baseline", metavar="RUN_ID|pinned",
-                        help="compare the run with this run of the same eval set, or with its pinned run")
+    parser.add_argument("--baseline", metavar="RUN_ID|pinned|default",
+                        help="compare the run with this run of the same eval set, with its pinned run, or with "
+                             "the default baseline the pages use (pinned, else the latest completed run on the "
+                             "same branch, model and eval-set version)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when the run regressed against the baseline (default baseline: pinned)")
     parser.add_argument("--significance", type=float, metavar="ALPHA",
@@ -935,8 +937,8 @@ def check_eval_options(options: dict[str, Any]) -> None:
     if options["regressions_only"] and not options["fail_on_regression"]:
         raise UsageError("--regressions-only goes with --fail-on-regression")
     baseline = options["baseline"]
-    if baseline is not None and baseline != "pinned" and not baseline.isdigit():
-        raise UsageError(f"--baseline {baseline!r}: give a run id or `pinned`")
+    if baseline is not None and baseline not in ("pinned", "default") and not baseline.isdigit():
+        raise UsageError(f"--baseline {baseline!r}: give a run id, `pinned` or `default`")
     if options["fail_on_regression"] and baseline is None:
         options["baseline"] = "pinned"
     if options["workers"] < 1:

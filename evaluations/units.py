@@ -18,3 +18,15 @@ def fmt_seconds(value: float | None) -> str:
     rounded = float(f"{value:.2g}")
     decimals = max(0, 1 - math.floor(math.log10(abs(rounded))))
     return f"{rounded:.{decimals}f}"
+
+
+def fmt_duration(value: float | None) -> str:
+    """A duration with its unit: `1.4 s`, `52 ms` under a second, `99 µs` under a millisecond
+    (two significant digits, as `fmt_seconds`)."""
+    if value is None:
+        return "—"
+    if value == 0 or abs(value) >= 0.9995:
+        return f"{fmt_seconds(value)} s"
+    if abs(value) >= 0.0009995:
+        return f"{fmt_seconds(value * 1000)} ms"
+    return f"{fmt_seconds(value * 1_000_000)} µs"

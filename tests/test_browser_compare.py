@@ -93,7 +93,8 @@ def test_a_reviewer_walks_the_regressions_of_a_comparison(tab: Any, live_server:
     changed = tab.get_by_test_id("calldiff").locator(".arg-changed")
     expect(changed.locator(".side-left")).to_contain_text('"Tokyo"')
     expect(changed.locator(".side-right")).to_contain_text('"Kyoto"')
-    expect(tab.get_by_test_id("worddiff")).to_contain_text(XSS)  # the agent's HTML, as text
+    # the agent's HTML, as text (beside the expected answer: the two share too little to diff)
+    expect(tab.get_by_test_id("side-by-side")).to_contain_text(XSS)
     assert tab.evaluate("typeof window.__xss") == "undefined"
     assert tab.locator("main script").count() == 0
     tab.screenshot(path="/tmp/drilldown.png", full_page=True)

@@ -155,6 +155,7 @@ def test_a_member_uploads_runs_compares_and_drills_into_a_regression(
         # 5. A click on a point of the paired scatter opens that case's drill-down.
         point = scatter.locator(".scatterlayer .point").first
         expect(point).to_be_attached(timeout=WAIT)
+        scatter.scroll_into_view_if_needed()  # below the regressions list: the mouse clicks on screen
         box = point.bounding_box()
         assert box is not None
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)

@@ -127,6 +127,9 @@ def test_a_live_runs_counters_move_before_it_finishes(page: Any, live_server: An
 def test_no_page_scrolls_sideways_on_a_390_px_phone(chromium: Any, live_server: Any, alice: Any,
                                                     acme: Project) -> None:
     baseline, candidate = two_runs(acme)
+    # a run with long labels: the baseline picker lists it, and must still fit
+    make_run(acme, candidate.evalset_version, perfect_outputs(), name="canary with a long name",
+             labels={"branch": "feature/a-rather-long-branch-name-for-the-planner", "model": "provider/model-x-large"})
     tokyo = CaseResult.objects.get(run=candidate, case__eval_id="weather_tokyo")
     context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     context.set_default_timeout(10_000)
@@ -154,3 +157,24 @@ def test_no_page_scrolls_sideways_on_a_390_px_phone(chromium: Any, live_server: 
         expect(phone.get_by_role("link", name="Skip to content")).to_be_focused()
     finally:
         context.close()
+
+
+def test_a_comparison_with_a_running_candidate_holds_its_verdict_then_gives_it(page: Any, live_server: Any,
+                                                                              alice: Any, acme: Project) -> None:
+    version = import_demo(acme)
+    baseline = make_run(acme, version, perfect_outputs(), name="baseline")
+    run = runs.run_create(project=acme, version=version, target_kind=Run.TargetKind.PYTHON,
+                          target={"callable": f"{__name__}:slow_agent"}, enqueue=False, name="slow")
+    log_in(page, live_server, f"/compare/?baseline={baseline.pk}&candidate={run.pk}&status=all")
+    headline = page.get_by_test_id("headline")
+    expect(headline).to_contain_text("The candidate is still running: 8 of 8 cases pending")
+    worker = threading.Thread(target=runs.run_execute_here, args=(run.pk,), daemon=True)
+    worker.start()
+    try:
+        # the cases fill in while it runs, then the page reloads with the verdict
+        expect(page.get_by_test_id("cases-table").locator(".cmp-unchanged-pass").first).to_be_visible(timeout=15_000)
+        expect(headline).to_contain_text("0 regressions, 0 improvements", timeout=20_000)
+        expect(page.get_by_test_id("live")).to_have_count(0)
+    finally:
+        worker.join(timeout=60)
+    assert page.errors == []

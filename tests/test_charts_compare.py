@@ -81,7 +81,9 @@ def test_delta_bars_have_interval_whiskers_and_honest_colours() -> None:
     assert list(bar.error_x.array) == [-0.05 - -0.08, 0.04 - 0.01]
     assert list(bar.error_x.arrayminus) == [-0.08 - -0.11, 0.01 - -0.02]
     assert bar.marker.color[0] == STATUSES["regressed"].colour
-    assert bar.marker.color[1] == "#999999"  # could be noise: grey
+    # coloured by sign; could be noise: the same hue, faint
+    assert bar.marker.color[1] == STATUSES["improved"].colour + "73"
+    assert list(bar.text) == ["\u22120.080", "+0.010"]  # each bar says its value
 
 
 def test_tag_pass_rates_put_both_runs_side_by_side() -> None:
@@ -141,3 +143,22 @@ def test_the_waterfall_puts_spans_on_a_time_axis_coloured_by_kind() -> None:
 def test_a_span_cycle_does_not_loop_forever() -> None:
     cyclic = [WaterfallSpan("a", "b", "a", "", 0, 1), WaterfallSpan("b", "a", "b", "", 0, 1)]
     assert [(p.span.span_id, p.depth) for p in tree_order(cyclic)] == [("a", 0), ("b", 1)]
+
+
+def test_latency_axes_use_milliseconds_under_a_second_and_log_where_they_spread() -> None:
+    spread = latency_ecdf([0.004, 0.005, 0.013], [0.0004, 0.0006, 0.0017])
+    assert spread.layout.xaxis.type == "log" and spread.layout.xaxis.title.text == "latency (ms, log scale)"
+    assert list(spread.data[0].x) == [4.0, 5.0, 13.0]
+    close = latency_ecdf([1.0, 1.5, 2.0], [1.2, 1.6, 2.5])
+    assert close.layout.xaxis.type != "log" and close.layout.xaxis.title.text == "latency (s)"
+
+
+def test_every_chart_has_a_name_and_its_numbers_as_a_table() -> None:
+    from evaluations.web.charts import to_html
+
+    html = to_html(tag_pass_rates([TagPair("<b>weather</b>", 3, 4, 1, 4)]))
+    assert html.startswith('<div role="img" aria-label="Chart: ')
+    table = html.split('<details class="chart-data">', 1)[1]
+    assert "&lt;b&gt;weather&lt;/b&gt;" in table and "<b>weather" not in table  # escaped once, shown as text
+    assert "<td>0.75</td>" in table and "<td>0.25</td>" in table
+    assert '"displayModeBar": false' in html  # no toolbar over the legend

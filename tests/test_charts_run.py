@@ -81,6 +81,10 @@ def test_latency_histogram_draws_bins_and_marks_p50_and_p95_in_seconds() -> None
     assert [s.x0 for s in fig.layout.shapes] == [0.61, 1.734]
     assert [a.text for a in fig.layout.annotations] == ["p50 0.61 s", "p95 1.7 s"]
     assert bar.marker.color == PALETTE["blue"]
+    fast = latency_histogram(0.0005, [2, 1], p50=0.0004, p95=0.00093)  # all under a second: milliseconds
+    assert list(fast.data[0].customdata) == ["0\u20130.50 ms", "0.50\u20131.0 ms"]
+    assert [a.text for a in fast.layout.annotations] == ["p50 0.40 ms", "p95 0.93 ms"]
+    assert fast.layout.xaxis.title.text == "latency (ms)"
 
 
 def test_latency_histogram_without_percentiles_has_no_markers() -> None:

@@ -173,7 +173,7 @@ def test_bad_gate_options_exit_2_and_create_nothing(tmp_path: Path, capsys: pyte
                                                    acme: Any) -> None:
     perfect = _write(tmp_path, "perfect.json", perfect_outputs())
     cases = [
-        (["--baseline", "latest"], "give a run id or `pinned`"),
+        (["--baseline", "latest"], "give a run id, `pinned` or `default`"),
         (["--baseline", "999"], "no run 999 in project 'default'"),
         (["--significance", "2", "--fail-on-regression"], "--significance 2"),
         (["--regressions-only"], "--regressions-only goes with --fail-on-regression"),
@@ -209,3 +209,16 @@ def test_junit_records_missing_outputs_as_errors(tmp_path: Path, capsys: pytest.
     assert {c.get("name") for c in errors} == {"trajectory_match", "response_match"}
     error = errors[0].find("error")
     assert error is not None and error.get("message") == "missing: no output was uploaded for this case"
+
+
+@pytest.mark.django_db
+def test_baseline_default_is_the_pages_like_for_like_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    perfect = _write(tmp_path, "perfect.json", perfect_outputs())
+    assert _eval(capsys, str(DEMO), "--outputs", perfect, "--branch", "main", "--model", "m1")[0] == 0
+    main = Run.objects.get()
+    # a later run on another branch and model is not a fair baseline for main
+    assert _eval(capsys, str(DEMO), "--outputs", perfect, "--branch", "feat/x", "--model", "m2")[0] == 0
+    code, out, _ = _eval(capsys, str(DEMO), "--outputs", _write(tmp_path, "regressed.json", regressed_outputs()),
+                         "--branch", "main", "--model", "m1", "--baseline", "default", "--fail-on-regression")
+    assert code == 1, out
+    assert f"vs baseline run {main.pk}: 2 regressions" in out

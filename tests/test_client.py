@@ -97,7 +97,7 @@ def test_the_eval_command_checks_its_options_before_any_request(tmp_path: Path,
         port = s.getsockname()[1]  # nothing listens there once closed
     server = f"http://127.0.0.1:{port}"
     cases = [
-        (["--baseline", "latest"], "--baseline 'latest': give a run id or `pinned`"),
+        (["--baseline", "latest"], "--baseline 'latest': give a run id, `pinned` or `default`"),
         (["--regressions-only"], "--regressions-only goes with --fail-on-regression"),
         (["--significance", "0.9", "--fail-on-regression"], "--significance 0.9"),
         (["--workers", "0"], "--workers must be at least 1"),

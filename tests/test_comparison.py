@@ -237,4 +237,6 @@ def test_signed_numbers_use_a_real_minus_sign() -> None:
     assert comparison.signed(0.08) == "+0.08"
     assert comparison.signed(0.0001) == "\u00b10.00"
     assert comparison.signed(None) == "\u2014"
-    assert comparison.signed_seconds(-0.052) == "\u22120.052 s"
+    assert comparison.signed_seconds(-0.052) == "\u221252 ms"  # milliseconds under a second
+    assert comparison.signed_seconds(-0.000099) == "\u221299 \u00b5s"
+    assert comparison.signed_seconds(1.4) == "+1.4 s"

@@ -79,6 +79,10 @@ def test_the_compare_page_marks_unfinished_cases_pending_and_holds_the_verdict(a
     assert "too few cases" not in headline and "likely real" not in headline
     assert "removed" not in page.split('id="cases"', 1)[1]
     assert page.count("cmp-status cmp-pending") >= 4
+    # the page keeps itself current: the cases poll, and the run's progress reloads it when done
+    assert f'hx-get="/runs/{candidate.pk}/progress/" hx-trigger="every 3s"' in page
+    done = alice_client.get(reverse("run_progress", args=[candidate.pk]), HTTP_HX_REQUEST="true")
+    assert "HX-Refresh" not in done  # still running: no reload yet
 
 
 def test_the_progress_panel_shows_elapsed_eta_and_the_results_that_finished(acme: Project,

@@ -1,4 +1,4 @@
-"""Migration 0008 moves triage from (baseline, candidate) pairs to branches: each row takes its
+"""Migrations 0008 and 0009 move triage from (baseline, candidate) pairs to branches: each row takes its
 candidate's branch; where one branch had several decisions on a case, the most recently
 changed one is kept and the others' comments move to it."""
 
@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE = [("evaluations", "0007_criteria_order")]
-AFTER = [("evaluations", "0008_triage_per_branch")]
+AFTER = [("evaluations", "0009_triage_unique_per_branch")]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -157,7 +157,7 @@ def test_an_htmx_request_gets_only_the_cases_table(pair: tuple[Run, Run], alice_
 def test_the_charts_are_drawn_with_local_plotly(pair: tuple[Run, Run], alice_client: Client) -> None:
     baseline, candidate = pair
     page = html(alice_client.get(compare_url(candidate, baseline)))
-    assert "/static/vendor/plotly.min.js" in page and "cdn.plot.ly" not in page
+    assert "/static/vendor/plotly-cartesian-4.1.1.min.js" in page and "cdn.plot.ly" not in page
     for testid in ("scatter", "latency-chart", "deltas", "tags"):
         assert f'data-testid="{testid}"' in page, testid
     assert page.count('class="plotly-figure"') == 4  # JSON data blocks, drawn by static/js/figures.js

@@ -5,6 +5,7 @@ folded away when they all match, and triage in a side panel beside the case."""
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -67,3 +68,17 @@ def test_matching_baseline_calls_are_folded_and_triage_sits_beside_the_case(acme
     assert ": all 1 match" in same
     side = page.split('<aside class="drill-side"', 1)[1].split("</aside>", 1)[0]
     assert 'data-testid="triage-panel"' in side
+
+
+def test_the_run_pages_cases_table_flags_cases_whose_repeats_disagree(acme: Project, alice_client: Client) -> None:
+    version = import_demo(acme)
+    first = copy.deepcopy(perfect_outputs())
+    second = [dict(o, iteration=1) for o in copy.deepcopy(regressed_outputs())]  # tokyo, order_status fail once
+    run = make_run(acme, version, first + second, iterations=2)
+    page = alice_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    table = page.split('<table class="table results">', 1)[1].split("</table>", 1)[0]
+    rows = table.split("<tbody>", 1)[1].split("</tr>")
+    flagged = {re.search(r'<td class="mono"><a [^>]*>([^<]+)</a>', row).group(1)  # type: ignore[union-attr]
+               for row in rows if 'data-testid="flaky"' in row}
+    assert flagged == {"weather_tokyo", "order_status"}
+    assert sum('data-testid="flaky"' in row for row in rows) == 4  # both repeats of each flaky case

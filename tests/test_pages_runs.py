@@ -172,7 +172,7 @@ def test_the_summary_cards_come_from_the_run_summary(regressed: Run, alice_clien
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
     cards = page.split('aria-label="Summary"', 1)[1].split("</section>", 1)[0]
     assert '<div class="card-value">75%</div>' in cards
-    assert "6 of 8 judged cases" in cards
+    assert "6 of 8 judged results" in cards
     trajectory = cards.split('title="trajectory_match"', 1)[1].split("</div>\n  </div>", 1)[0]
     assert "0.75" in trajectory and "75% pass" in trajectory and "n=8" in trajectory
     latency = regressed.summary["latency"]
@@ -209,9 +209,9 @@ def test_a_traced_run_shows_the_per_node_table(acme: Project, alice_client: Clie
 def test_the_run_page_renders_three_charts_with_plotly_served_locally(regressed: Run, alice_client: Client) -> None:
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
     assert page.count('class="plotly-graph-div"') == 3
-    assert '<script src="/static/vendor/plotly.min.js">' in page
+    assert '<script src="/static/vendor/plotly-cartesian-4.1.1.min.js">' in page
     assert "cdn.plot.ly" not in page
-    assert "Score distribution per criterion" in page and "Latency per case" in page and "Pass rate by tag" in page
+    assert "Score distribution per criterion" in page and "Latency per result" in page and "Pass rate by tag" in page
 
 
 def figures(page: str) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
@@ -244,7 +244,7 @@ def test_a_queued_run_shows_no_summary_or_charts_yet(acme: Project, alice_client
     run = uploaded_run(acme, perfect_outputs(), execute=False)
     page = html(alice_client.get(reverse("run_detail", args=[run.pk])))
     assert 'aria-label="Summary"' not in page
-    assert "plotly-graph-div" not in page and "plotly.min.js" not in page
+    assert "plotly-graph-div" not in page and "vendor/plotly" not in page
     assert "<strong>0</strong> of 8 results settled" in page
 
 

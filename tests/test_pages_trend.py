@@ -15,7 +15,9 @@ from tests.compare_helpers import (
     baseline_and_candidate,
     generated_outputs,
     generated_version,
+    import_demo,
     make_run,
+    perfect_outputs,
     regressed_outputs,
 )
 
@@ -59,8 +61,10 @@ def test_the_trend_charts_every_completed_run_oldest_first(pair: tuple[Run, Run]
     for testid in ("pass-rate-trend", "latency-trend", "heatmap"):
         assert f'data-testid="{testid}"' in page
     chart = page.split('data-testid="pass-rate-trend"', 1)[1].split("</script>", 1)[0]
-    assert f'"x":["#{baseline.pk}","#{candidate.pk}"]' in chart
-    assert '"y":[1.0,0.75]' in chart
+    # on a date axis, when each run was made; a line per model (agent-v1, agent-v2)
+    assert f'"x":["{baseline.created_at.isoformat()}"],"y":[1.0]' in chart
+    assert f'"x":["{candidate.created_at.isoformat()}"],"y":[0.75]' in chart
+    assert '"type":"date"' in chart
 
 
 def test_the_heatmap_shows_where_each_failing_case_started_failing(pair: tuple[Run, Run], acme: Project,
@@ -100,21 +104,38 @@ def test_cases_are_paginated_and_the_query_count_does_not_grow(count: int, acme:
     make_run(acme, version, generated_outputs(count, wrong={2}))
     url = trend_url(version)
     alice_client.get(url)  # the session learns the project
-    # session, user, projects, eval set, runs (with their version's case count), one page of
-    # case ids (from the version's cases, not distinct over every run's results), their case
-    # rows, their results
-    with django_assert_num_queries(8) as captured:
+    # session, user, projects, eval set, the branches and models (for the filters), runs (with
+    # their version's case count), one page of case ids (from the version's cases, not distinct
+    # over every run's results), their case rows, their results
+    with django_assert_num_queries(9) as captured:
         page = html(alice_client.get(url))
     assert f"Cases 1\u2013{min(count, 50)} of {count}" in page
     if count > 50:
         assert "Page 1 of 3" in page
         assert "case_0049" in page and "case_0050" not in page.split('data-testid="heatmap"', 1)[1]
     # nothing counts or reads every result of the runs: that grew with runs x cases
-    sql = " ".join(q["sql"] for q in captured.captured_queries)
-    assert "DISTINCT" not in sql and "COUNT(" not in sql
+    queries = [q["sql"] for q in captured.captured_queries]
+    assert not [q for q in queries if "DISTINCT" in q and "caseresult" in q.lower()]  # the filters' DISTINCT is over runs
+    assert not [q for q in queries if "COUNT(" in q]
 
 
 def test_an_eval_set_without_runs_says_so(acme: Project, alice_client: Client) -> None:
     version = generated_version(acme, 3)
     page = html(alice_client.get(trend_url(version)))
     assert "No completed runs yet." in page and 'class="plotly-figure"' not in page
+
+
+def test_the_trend_has_a_line_per_branch_and_model_and_filters_them(acme: Project, alice_client: Client) -> None:
+    version = import_demo(acme)
+    main = make_run(acme, version, perfect_outputs(), labels={"branch": "main", "model": "m1"})
+    canary = make_run(acme, version, regressed_outputs(), labels={"branch": "feat/x", "model": "m2"})
+    page = html(alice_client.get(trend_url(version)))
+    chart = page.split('data-testid="pass-rate-trend"', 1)[1].split("</script>", 1)[0]
+    assert '"name":"main \\u00b7 m1"' in chart or '"name":"main · m1"' in chart
+    assert chart.count('"mode":"lines+markers"') == 2  # two lines, not one zigzag
+    assert '<option value="feat/x">feat/x</option>' in page
+    only = html(alice_client.get(trend_url(version) + "?branch=main"))
+    assert "The last 1 completed run, oldest first" in only
+    heatmap_runs = only.split('data-testid="heatmap"', 1)[1].split("</thead>", 1)[0]  # its data table's head
+    assert f'<th scope="col">#{main.pk}</th>' in heatmap_runs and f"#{canary.pk}<" not in heatmap_runs
+    assert '<option value="main" selected>main</option>' in only

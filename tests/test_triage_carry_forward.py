@@ -67,6 +67,7 @@ def test_the_queue_keeps_each_branchs_regressions(acme: Project, alice: Any, ali
     comparison.comparison_get(baseline=base, candidate=canary)
     page = queue(alice_client)
     assert f"/runs/{main.pk}/cases/" in page  # main's regressions are still there
+    assert '<span class="label-key">branch</span> main</span>' in page  # and say which branch they are on
     assert page.count(">weather_tokyo<") == 1
     # a decision on the canary's branch does not speak for main
     decide(base, canary, "weather_tokyo", Triage.Status.EXPECTED, alice)

@@ -1,6 +1,6 @@
 """Two runs compared through the API: the compare page's numbers, as JSON.
 
-`GET /api/v1/compare/?candidate=<id>[&baseline=<id>|pinned][&alpha=0.05][&limit=100]`
+`GET /api/v1/compare/?candidate=<id>[&baseline=<id>|pinned|default][&alpha=0.05][&limit=100]`
 
 Everything comes from the stored comparison (`comparison.comparison_get`), as on the page;
 this module only reshapes it. The same payload serves `manage.py eval` in local mode
@@ -37,6 +37,7 @@ from evaluations.runs import selectors as selectors_runs
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 PINNED = "pinned"
+DEFAULT = "default"  # the same as no baseline: `evaluations.review.baselines`, as the pages choose
 
 
 class CompareError(ValueError):
@@ -64,11 +65,11 @@ def resolve_baseline(candidate: Run, ref: str | None, runs: QuerySet[Run]) -> Ru
         baseline = evalset.baseline_run
         if baseline is None or baseline.project_id != candidate.project_id:
             raise CompareError("no_baseline", f"eval set {evalset.eval_set_id!r} has no pinned baseline run")
-    elif ref:
+    elif ref and ref != DEFAULT:
         if not ref.isdigit():
             raise CompareError("invalid", "give a run id or `pinned`")
         baseline = get_object_or_404(runs, pk=int(ref), project=candidate.project_id)
-    else:
+    else:  # none, or DEFAULT
         found = comparison.default_baseline(candidate)
         if found is None:
             raise CompareError("no_baseline", f"no baseline: eval set {evalset.eval_set_id!r} has no pinned run "
@@ -192,9 +193,12 @@ def comparison_payload(*, baseline: Run, candidate: Run, alpha: float | None = N
 class CompareQuerySerializer(serializers.Serializer):
     candidate = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="the candidate run's id")
     baseline = serializers.RegexField(
-        r"^(\d{1,18}|pinned)$", required=False, error_messages={"invalid": "give a run id or `pinned`"},
-        help_text="a run id of the same eval set, or `pinned` (the eval set's pinned run); default: the pinned "
-                  "run, else the latest completed run before the candidate (as on the compare page)")
+        r"^(\d{1,18}|pinned|default)$", required=False,
+        error_messages={"invalid": "give a run id, `pinned` or `default`"},
+        help_text="a run id of the same eval set, `pinned` (the eval set's pinned run) or `default` (the same as "
+                  "leaving it out): the pinned run, else the latest completed run before the candidate on the "
+                  "same branch, with the same model and eval-set version, else the latest completed run before "
+                  "it (as on the compare page)")
     alpha = serializers.FloatField(required=False, min_value=1e-12, max_value=0.5,
                                    help_text="significance level of the regression gate (see `gate`)")
     limit = serializers.IntegerField(required=False, default=DEFAULT_LIMIT, min_value=0, max_value=MAX_LIMIT,

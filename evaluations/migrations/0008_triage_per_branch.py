@@ -24,6 +24,8 @@ def triage_per_branch(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
+    # The unique constraint on the merged rows comes in 0008: PostgreSQL refuses to ALTER a
+    # table in the transaction that just deleted from it (pending trigger events).
 
     dependencies = [
         ('evaluations', '0007_criteria_order'),
@@ -41,13 +43,4 @@ class Migration(migrations.Migration):
             field=models.CharField(blank=True, default='', max_length=255),
         ),
         migrations.RunPython(triage_per_branch, migrations.RunPython.noop),
-        migrations.AlterField(
-            model_name='auditevent',
-            name='verb',
-            field=models.CharField(choices=[('evalset.uploaded', 'Evalset Uploaded'), ('run.started', 'Run Started'), ('run.cancelled', 'Run Cancelled'), ('run.retried', 'Run Retried'), ('baseline.pinned', 'Baseline Pinned'), ('triage.changed', 'Triage Changed'), ('run.finished', 'Run Finished'), ('comment.added', 'Comment Added'), ('member.added', 'Member Added'), ('member.changed', 'Member Changed'), ('member.removed', 'Member Removed'), ('token.created', 'Token Created'), ('token.revoked', 'Token Revoked')], max_length=32),
-        ),
-        migrations.AddConstraint(
-            model_name='triage',
-            constraint=models.UniqueConstraint(fields=('evalset', 'eval_id', 'branch'), name='triage_unique_case_branch'),
-        ),
     ]

@@ -467,6 +467,15 @@ def stored_stamp(*, baseline: Run, candidate: Run, **annotations: Any) -> str | 
     return "@".join([str(stored.pk), str(stored.computed_at.timestamp()), *extra])
 
 
+def stored_counts(*, baseline: Run, candidate: Run) -> dict[str, int] | None:
+    """The status counts of two finished runs' stored comparison while it is current (one
+    query, without decoding the summary or the walk); None otherwise."""
+    if not (baseline.is_finished and candidate.is_finished):
+        return None
+    stored = _stored(baseline, candidate, "counts")
+    return stored.counts if stored is not None and stored.counts else None
+
+
 # A case in the comparison's order, as the drill-down walks it: (status, candidate result id, eval_id).
 WalkRow = tuple[str, int | None, str]
 
@@ -629,16 +638,15 @@ def signed(value: float | None, digits: int = 2, *, sign: bool = True) -> str:
 
 
 def signed_seconds(value: float | None) -> str:
-    """+1.4 s / -0.052 s (a real minus sign): seconds with two significant digits, as the
-    charts show them."""
-    from evaluations.units import fmt_seconds
+    """+1.4 s / -52 ms / +99 µs (a real minus sign): two significant digits in the unit that
+    fits, as the charts show them."""
+    from evaluations.units import fmt_duration, fmt_seconds
 
     if value is None:
         return "—"
-    text = fmt_seconds(abs(value))
-    if float(text) == 0:
+    if float(fmt_seconds(abs(value))) == 0:
         return "±0 s"
-    return (MINUS if value < 0 else "+") + text + " s"
+    return (MINUS if value < 0 else "+") + fmt_duration(abs(value))
 
 
 def statuses_in(summary: dict[str, Any]) -> Iterable[tuple[StatusStyle, int]]:

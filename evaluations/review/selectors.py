@@ -16,7 +16,7 @@ from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOp
 from evaluations.models import Project, Run
 from evaluations.review import comparison
 from evaluations.review.baselines import baseline_choice, mismatches
-from evaluations.review.comparison import IMPROVED, REGRESSED, CaseRow, comparison_walk
+from evaluations.review.comparison import IMPROVED, REGRESSED, CaseRow, comparison_walk, stored_counts
 from evaluations.runs import selectors as run_selectors
 from evaluations.runs.selectors import HomePage
 from evaluations.schemas.evalset import EvalConfig, MatchType
@@ -167,7 +167,8 @@ def baseline_link(candidate: Run) -> BaselineLink | None:
     baseline = choice.run
     regressions = improvements = None
     if baseline.is_finished and candidate.is_finished:
-        counts = comparison_walk(baseline=baseline, candidate=candidate).counts
+        counts = (stored_counts(baseline=baseline, candidate=candidate)  # one small column
+                  or comparison_walk(baseline=baseline, candidate=candidate).counts)
         regressions, improvements = counts.get(REGRESSED, 0), counts.get(IMPROVED, 0)
     before, after = _pass_rate(baseline), _pass_rate(candidate)
     return BaselineLink(candidate.pk, baseline.pk, choice.reason, tuple(mismatches(baseline, candidate)),

@@ -224,6 +224,7 @@ class QueueRow:
     assignee: str | None
     last_comment_at: datetime | None
     url: str | None
+    branch: str = ""  # the branch the decision belongs to (the candidate's)
 
 
 @dataclass(frozen=True)
@@ -274,7 +275,7 @@ def assigned_to(*, user: Any, project: Project, page: Any = 1) -> QueuePage:
         baseline_name=_run_name(t.baseline), candidate_id=t.candidate_id, candidate_name=_run_name(t.candidate),
         status=t.status, status_label=t.get_status_display(), triaged=True,
         assignee=_username(t.assignee), last_comment_at=t.last_comment_at,
-        url=_drill_url(t.candidate_id, t.result_id, t.baseline_id, "all"),
+        url=_drill_url(t.candidate_id, t.result_id, t.baseline_id, "all"), branch=t.branch,
     ) for t in current.object_list]
     return _page(current, paginator, rows)
 
@@ -345,6 +346,7 @@ def untriaged_regressions(*, project: Project, page: Any = 1) -> QueuePage:
             triaged=t is not None, assignee=_username(t.assignee) if t is not None else None,
             last_comment_at=t.last_comment_at if t is not None else None,
             url=_drill_url(c.candidate_id, case.get("cr"), c.baseline_id, comparison.REGRESSED),
+            branch=c.candidate.branch,
         ))
     return _page(current, paginator, rows)
 

@@ -466,6 +466,7 @@ class ResultRow:
     response: str
     tags: list[str]
     scores: list[ScoreCell | None]
+    flaky: bool = False  # the case's repeats in this run disagree (some passed, some did not)
 
 
 @dataclass(frozen=True)
@@ -550,6 +551,16 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
                   .values("result_id", "criterion", "score", "passed", "error")):
             cells[(s["result_id"], s["criterion"])] = ScoreCell(score=s["score"], passed=s["passed"],
                                                                 error=_shorten(s["error"] or ""))
+    flaky: set[int] = set()
+    if raw and run.iterations > 1:  # one more query, only for runs with repeats
+        settled = ~Q(status=CaseResult.Status.PENDING)
+        for case_id, passed, done in (CaseResult.objects.filter(run=run, case_id__in={r["case_id"] for r in raw})
+                                      .values("case_id").order_by()
+                                      .annotate(passed=Count("pk", filter=Q(status=CaseResult.Status.PASSED)),
+                                                done=Count("pk", filter=settled))
+                                      .values_list("case_id", "passed", "done")):
+            if 0 < passed < done:
+                flaky.add(case_id)
     result_rows = [
         ResultRow(
             pk=r["pk"], case_pk=r["case_id"], eval_id=r["case__eval_id"], case_name=r["case__name"],
@@ -560,6 +571,7 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
             response=_shorten(_text(r["response"])),
             tags=[str(t) for t in r["case__tags"] or []],
             scores=[cells.get((r["pk"], c)) for c in criteria],
+            flaky=r["case_id"] in flaky,
         )
         for r in raw
     ]

@@ -80,10 +80,15 @@ completion_hooks: list[CompletionHook] = []
 # results per write. A batch starts with chunks as small as the target's concurrency (one
 # result for a Python callable) and grows them until a chunk takes about CHUNK_SECONDS, so
 # a slow agent's run shows its counters moving result by result while a fast one keeps
-# writing 50 results a transaction. Uploaded outputs take no agent calls: their batch is
-# written at once (on SQLite each write transaction queues for the one lock).
+# writing 50 results a transaction. Uploaded outputs take no agent calls: they start at 50,
+# and only a slow judge shrinks them (to UPLOADED_CHUNK_FLOOR).
+# results per write. A batch against an agent starts with chunks as small as the target's
+# concurrency (one result for a Python callable); every batch sizes its next chunk to take
+# about CHUNK_SECONDS, so a slow agent's (or judge's) run shows its counters moving result by
+# result while fast evaluation keeps writing 50 results a transaction.
 CHUNK = 50
-CHUNK_SECONDS = 0.5
+CHUNK_SECONDS = 1.0
+UPLOADED_CHUNK_FLOOR = 10  # uploaded outputs: the smallest chunk a slow judge shrinks them to
 
 DEFAULT_CONFIG = EvalConfig(
     criteria={
@@ -323,8 +328,9 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
     keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner)
     try:
         floor = _chunk_floor(target)
-        size = floor if target is not None else max(CHUNK, len(pending))
-        start = 0
+        # uploaded outputs have no agent to wait for: start at full chunks (a slow judge
+        # shrinks them after the first); an agent's results start at its concurrency
+        size, start = (CHUNK if target is None else floor), 0
         while start < len(pending):
             if start == 0:  # take the lease; each chunk's write renews the heartbeat after that
                 alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
@@ -338,9 +344,8 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
             with gc_paused():  # the chunk's cases, outputs and scores: freed by reference counting
                 settled += _run_chunk(run, part, evaluators, target)
             start += len(part)
-            if target is not None:
-                per_result = (time.monotonic() - began) / len(part)
-                size = CHUNK if per_result <= 0 else max(floor, min(CHUNK, int(CHUNK_SECONDS / per_result)))
+            per_result = (time.monotonic() - began) / len(part)
+            size = CHUNK if per_result <= 0 else max(floor, min(CHUNK, int(CHUNK_SECONDS / per_result)))
     finally:
         if keeper is not None:
             keeper.stop()
@@ -427,6 +432,8 @@ def native_case(row: EvalCase) -> NativeCase:
 
 def _chunk_floor(target: Any) -> int:
     """The smallest chunk worth writing: as many results as the target answers at once."""
+    if target is None:
+        return UPLOADED_CHUNK_FLOOR
     concurrency = getattr(getattr(target, "spec", None), "concurrency", 1)
     return max(1, min(CHUNK, concurrency if isinstance(concurrency, int) else 1))
 

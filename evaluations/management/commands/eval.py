@@ -12,7 +12,7 @@ Evaluates an agent on an eval set and prints a summary table, in one of two mode
   this command shows the progress on stderr.
 
 The options, the summary, JUnit XML (`--junit`), the comparison with a baseline
-(`--baseline RUN_ID|pinned`, gated with `--fail-on-regression`) and the exit codes are
+(`--baseline RUN_ID|pinned|default`, gated with `--fail-on-regression`) and the exit codes are
 `evaluations.client`'s, for both modes; this command adds the local mode.
 
 Exit codes: 0 all good; 1 a case failed its thresholds (or errored, or had no output), the
@@ -86,7 +86,7 @@ class Command(BaseCommand):
         project, _ = Project.objects.get_or_create(slug=slug, defaults={"name": slug.title()})
         version = self._version(project, options["evalset"], options.get("evalset_id"))
         baseline_ref = options["baseline"]
-        if baseline_ref and baseline_ref != "pinned":
+        if baseline_ref and baseline_ref not in ("pinned", "default"):
             # Checked before any work: a wrong baseline is a usage error, not a wasted run.
             found = Run.objects.filter(project=project, pk=int(baseline_ref)).select_related(
                 "evalset_version__evalset").first()

@@ -18,9 +18,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from django.utils.html import escape
 
-from evaluations.units import fmt_seconds
+from evaluations.units import fmt_duration, fmt_seconds
 
-__all__ = ["fmt_seconds"]  # re-exported: the charts format seconds as the verdicts do
+__all__ = ["fmt_duration", "fmt_seconds"]  # re-exported: the charts format time as the verdicts do
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
 PALETTE = {
@@ -75,24 +75,41 @@ def axis(**extra: Any) -> dict[str, Any]:
     return options
 
 
+def time_axis(values: Any) -> tuple[float, str, bool]:
+    """How to draw latencies: (scale to multiply seconds by, unit, log axis). Milliseconds when
+    everything is under a second; a log axis when the values spread over more than 10x (so
+    a fast run does not collapse onto 0 beside a slow one)."""
+    positive = [v for v in values if v is not None and v > 0]
+    if not positive:
+        return 1.0, "s", False
+    scale, unit = (1000.0, "ms") if max(positive) < 1 else (1.0, "s")
+    return scale, unit, max(positive) / min(positive) > 10
+
+
 def safe(text: Any) -> str:
     """User text for plotly's hover and tick labels, which render HTML."""
     return str(escape(str(text)))
 
 
-FIGURE_CONFIG = {"displaylogo": False, "responsive": True}
+FIGURE_CONFIG = {"displaylogo": False, "displayModeBar": False, "responsive": True}
 _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
 
 
 def to_html(fig: go.Figure) -> str:
     """The figure as an empty <div> and a JSON data block (`<script type="application/json">`,
     which the browser never runs), drawn by the static `js/figures.js`: no inline script, so
-    the Content-Security-Policy allows only the app's own script files. plotly.js itself is
-    served locally (static `vendor/plotly.min.js`), never from a CDN. `<`, `>` and `&` are
-    escaped in the JSON, so no text in a figure can end the block."""
+    the Content-Security-Policy allows only the app's own script files. `<`, `>` and `&` are
+    escaped in the JSON, so no text in a figure can end the block. The figure is named for
+    assistive technology and followed by its numbers as a table (`charts.a11y`); no toolbar
+    (it covered the legends). plotly.js itself is served locally (static
+    `vendor/plotly-cartesian-*.min.js`, a build of the cartesian trace types only), never from
+    a CDN."""
+    from evaluations.web.charts.a11y import data_table, label_of
+
     div_id = f"figure-{uuid.uuid4().hex}"
     text = pio.to_json(fig, validate=False).rstrip()  # {"data": [...], "layout": {...}}
     payload = text[:-1] + ',"config":' + json.dumps(FIGURE_CONFIG) + "}"
-    return (f'<div id="{div_id}" class="plotly-graph-div"></div>'
+    return (f'<div role="img" aria-label="{escape(label_of(fig))}">'
+            f'<div id="{div_id}" class="plotly-graph-div"></div>'
             f'<script type="application/json" class="plotly-figure" data-target="{div_id}">'
-            f"{payload.translate(_JSON_ESCAPES)}</script>")
+            f"{payload.translate(_JSON_ESCAPES)}</script></div>" + data_table(fig))

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import plotly.graph_objects as go
 
 from evaluations.review.comparison import REGRESSED, STATUSES, UNCHANGED_PASS, signed
-from evaluations.web.charts import PALETTE, axis, base_layout, fmt_seconds, safe
+from evaluations.web.charts import PALETTE, axis, base_layout, fmt_duration, safe, time_axis
 
 BASELINE_COLOUR = PALETTE["grey"]
 CANDIDATE_COLOUR = PALETTE["blue"]
@@ -80,21 +82,23 @@ def latency_ecdf(baseline: Sequence[float], candidate: Sequence[float]) -> go.Fi
     """Both runs' latency distributions as ECDFs (from their percentiles: 0 %, 1 %, ... 100 %):
     a curve further right is slower; the gap at 0.95 is the p95 delta."""
     fig = go.Figure()
+    scale, unit, log = time_axis([*baseline, *candidate])
     for name, quantiles, colour, dash in (("baseline", baseline, BASELINE_COLOUR, "dash"),
                                           ("candidate", candidate, CANDIDATE_COLOUR, "solid")):
         if not quantiles:
             continue
         fractions = [i / (len(quantiles) - 1) if len(quantiles) > 1 else 1.0 for i in range(len(quantiles))]
         fig.add_trace(go.Scatter(
-            x=list(quantiles), y=fractions, mode="lines", name=name, line={"color": colour, "dash": dash, "width": 2,
-                                                                            "shape": "hv"},
-            customdata=[fmt_seconds(q) for q in quantiles],
-            hovertemplate=name + ": %{y:.0%} of results within %{customdata} s<extra></extra>",
+            x=[q * scale if not log or q > 0 else None for q in quantiles], y=fractions, mode="lines", name=name,
+            line={"color": colour, "dash": dash, "width": 2, "shape": "hv"},
+            customdata=[fmt_duration(q) for q in quantiles],
+            hovertemplate=name + ": %{y:.0%} of results within %{customdata}<extra></extra>",
         ))
     fig.add_hline(y=0.95, line={"color": "rgba(128,128,128,0.5)", "width": 1, "dash": "dot"},
                   annotation={"text": "p95", "font": {"size": 10}}, annotation_position="top left")
     fig.update_layout(**base_layout(height=260, showlegend=True, hovermode="closest"))
-    fig.update_xaxes(axis(title_text="latency (s)", rangemode="tozero"))
+    fig.update_xaxes(axis(title_text=f"latency ({unit}{', log scale' if log else ''})",
+                          **({"type": "log"} if log else {"rangemode": "tozero"})))
     fig.update_yaxes(axis(title_text="share of results", range=[0, 1.02], tickformat=".0%"))
     return fig
 
@@ -110,18 +114,20 @@ class DeltaBar:
 
 
 def delta_bars(bars: Sequence[DeltaBar]) -> go.Figure:
-    """Mean score delta per criterion with its 95% interval as whiskers: a bar whose whisker
-    crosses zero could be noise (drawn grey); otherwise it is coloured as a regression or an
-    improvement."""
+    """Mean score delta per criterion with its 95% interval as whiskers, coloured by its sign
+    (worse: the regression colour; better: the improvement colour) and labelled with its
+    value; a bar whose interval crosses zero (could be noise) is drawn faint."""
     def colour(bar: DeltaBar) -> str:
-        if bar.verdict != "likely real":
+        if round(bar.delta, 4) == 0:
             return PALETTE["grey"]
-        return STATUSES[REGRESSED].colour if bar.delta < 0 else STATUSES["improved"].colour
+        hue = STATUSES[REGRESSED].colour if bar.delta < 0 else STATUSES["improved"].colour
+        return hue if bar.verdict == "likely real" else hue + "73"  # #RRGGBBAA: faint
 
     names = [safe(b.criterion) for b in bars]
     fig = go.Figure(go.Bar(
         y=names, x=[b.delta for b in bars], orientation="h",
         marker={"color": [colour(b) for b in bars], "line": {"width": 0}},
+        text=[signed(b.delta, 3) for b in bars], textposition="outside", cliponaxis=False,
         error_x={"type": "data", "symmetric": False, "array": [b.high - b.delta for b in bars],
                  "arrayminus": [b.delta - b.low for b in bars], "color": "rgba(110,119,129,0.9)", "thickness": 1.5,
                  "width": 6},
@@ -159,12 +165,14 @@ def tag_pass_rates(tags: Sequence[TagPair]) -> go.Figure:
         fig.add_trace(go.Bar(
             y=names, x=rates, orientation="h", name=run, marker={"color": colour, "line": {"width": 0}},
             customdata=[[name, p, n] for name, p, n in zip(names, passed, judged, strict=True)],
+            texttemplate="%{x:.0%}", textposition="outside", cliponaxis=False,
             hovertemplate=run + " · %{customdata[0]}<br>%{x:.0%} passed (%{customdata[1]} of %{customdata[2]})"
                                 "<extra></extra>",
         ))
     fig.update_layout(**base_layout(height=max(140, 40 * len(tags) + 70), barmode="group", showlegend=True,
                                     margin={"l": 8, "r": 16, "t": 28, "b": 36}))
-    fig.update_xaxes(axis(range=[0, 1], tickformat=".0%", dtick=0.25))
+    # the whole 0-100 % scale, with room for the labels beyond a full bar
+    fig.update_xaxes(axis(range=[0, 1.12], tickformat=".0%", tickvals=[0, 0.25, 0.5, 0.75, 1]))
     fig.update_yaxes(axis(showgrid=False, type="category", autorange="reversed"))
     return fig
 
@@ -179,31 +187,52 @@ class TrendPoint:
     pass_rate: float | None
     p95: float | None
     url: str
+    when: datetime | None = None  # when the run was made: the x axis, when every point has it
+    series: str = ""  # "main · gpt-4o": runs of one branch and model make one line
+
+
+SERIES_COLOURS = [PALETTE["blue"], PALETTE["orange"], "#009E73", "#CC79A7", "#56B4E9", "#E69F00"]
+
+
+def _series(points: Sequence[TrendPoint]) -> list[tuple[str, list[TrendPoint]]]:
+    groups: dict[str, list[TrendPoint]] = {}
+    for p in points:
+        groups.setdefault(p.series, []).append(p)
+    return list(groups.items())
+
+
+def _trend(points: Sequence[TrendPoint], y: Any, hover: str) -> go.Figure:
+    """One line per branch and model, on a date axis (a category axis of run labels when a
+    point has no date)."""
+    dated = bool(points) and all(p.when is not None for p in points)
+    fig = go.Figure()
+    groups = _series(points)
+    for index, (name, group) in enumerate(groups):
+        colour = SERIES_COLOURS[index % len(SERIES_COLOURS)]
+        fig.add_trace(go.Scatter(
+            x=[p.when.isoformat() if dated and p.when else safe(p.label) for p in group], y=[y(p) for p in group],
+            mode="lines+markers", name=safe(name) or "runs", line={"color": colour, "width": 2},
+            marker={"size": 7}, connectgaps=False,
+            customdata=[[p.url, safe(p.title), fmt_duration(p.p95)] for p in group], hovertemplate=hover,
+        ))
+    fig.update_layout(**base_layout(height=260, showlegend=len(groups) > 1, hovermode="closest"))
+    fig.update_xaxes(axis(type="date", title_text="run date") if dated
+                     else axis(type="category", title_text="run (oldest first)"))
+    return fig
 
 
 def pass_rate_trend(points: Sequence[TrendPoint]) -> go.Figure:
-    fig = go.Figure(go.Scatter(
-        x=[safe(p.label) for p in points], y=[p.pass_rate for p in points], mode="lines+markers",
-        line={"color": PALETTE["blue"], "width": 2}, marker={"size": 7}, connectgaps=False,
-        customdata=[[p.url, safe(p.title)] for p in points],
-        hovertemplate="%{customdata[1]}<br>pass rate %{y:.1%}<extra></extra>",
-    ))
-    fig.update_layout(**base_layout(height=240))
-    fig.update_xaxes(axis(type="category", title_text="run (oldest first)"))
+    fig = _trend(points, lambda p: p.pass_rate, "%{customdata[1]}<br>pass rate %{y:.1%}<extra></extra>")
     fig.update_yaxes(axis(range=[0, 1.02], tickformat=".0%", title_text="pass rate"))
     return fig
 
 
 def latency_trend(points: Sequence[TrendPoint]) -> go.Figure:
-    fig = go.Figure(go.Scatter(
-        x=[safe(p.label) for p in points], y=[p.p95 for p in points], mode="lines+markers",
-        line={"color": PALETTE["orange"], "width": 2}, marker={"size": 7}, connectgaps=False,
-        customdata=[[p.url, safe(p.title), fmt_seconds(p.p95)] for p in points],
-        hovertemplate="%{customdata[1]}<br>p95 latency %{customdata[2]} s<extra></extra>",
-    ))
-    fig.update_layout(**base_layout(height=240))
-    fig.update_xaxes(axis(type="category", title_text="run (oldest first)"))
-    fig.update_yaxes(axis(rangemode="tozero", title_text="p95 latency (s)"))
+    scale, unit, log = time_axis([p.p95 for p in points])
+    fig = _trend(points, lambda p: None if p.p95 is None else p.p95 * scale,
+                 "%{customdata[1]}<br>p95 latency %{customdata[2]}<extra></extra>")
+    fig.update_yaxes(axis(title_text=f"p95 latency ({unit}{', log scale' if log else ''})",
+                          **({"type": "log"} if log else {"rangemode": "tozero"})))
     return fig
 
 

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from evaluations.runs.chart_data import SCORE_BINS, ScoreBins, TagRate, nice_step, sparkline_points
-from evaluations.web.charts import PALETTE, STATUS_COLOURS, axis, base_layout, fmt_seconds, safe
+from evaluations.web.charts import PALETTE, STATUS_COLOURS, axis, base_layout, fmt_seconds, safe, time_axis
 
 __all__ = ["SCORE_BINS", "ScoreBins", "TagRate", "nice_step", "sparkline_points"]  # drawn here, computed in runs
 
@@ -69,21 +69,22 @@ def latency_histogram(width: float, counts: Sequence[int], *, p50: float | None 
     """Cases per latency bin (bin i covers [i*width, (i+1)*width) seconds), with the p50 and
     p95 marked."""
     starts = [i * width for i in range(len(counts))]
-    labels = [f"{fmt_seconds(s)}\u2013{fmt_seconds(s + width)} s" for s in starts]
+    scale, unit, _ = time_axis([s + width for s in starts])  # milliseconds when all are under a second
+    labels = [f"{fmt_seconds(s * scale)}\u2013{fmt_seconds((s + width) * scale)} {unit}" for s in starts]
     fig = go.Figure(go.Bar(
-        x=[s + width / 2 for s in starts], y=list(counts), width=width * 0.92,
+        x=[(s + width / 2) * scale for s in starts], y=list(counts), width=width * scale * 0.92,
         marker={"color": PALETTE["blue"], "line": {"width": 0}}, customdata=labels, name="cases",
         hovertemplate="%{customdata}<br>%{y} cases<extra></extra>",
     ))
     for label, value, dash in (("p50", p50, "dot"), ("p95", p95, "dash")):
         if value is None:
             continue
-        fig.add_vline(x=value, line={"color": PALETTE["orange"], "width": 1.5, "dash": dash},
-                      annotation={"text": f"{label} {fmt_seconds(value)} s", "font": {"size": 11},
+        fig.add_vline(x=value * scale, line={"color": PALETTE["orange"], "width": 1.5, "dash": dash},
+                      annotation={"text": f"{label} {fmt_seconds(value * scale)} {unit}", "font": {"size": 11},
                                   "yanchor": "bottom"},
                       annotation_position="top right")
     fig.update_layout(**base_layout(height=240))
-    fig.update_xaxes(axis(title_text="latency (s)", rangemode="tozero"))
+    fig.update_xaxes(axis(title_text=f"latency ({unit})", rangemode="tozero"))
     fig.update_yaxes(axis(title_text="cases", rangemode="tozero"))
     return fig
 

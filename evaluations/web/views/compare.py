@@ -37,7 +37,7 @@ from evaluations.review.triage import triage_by_case, triage_stamp_annotations
 from evaluations.review.verdict import reproducibility_line
 from evaluations.runs import exports
 from evaluations.runs.selectors import runs_visible_to
-from evaluations.web.charts import fmt_seconds, to_html
+from evaluations.web.charts import fmt_duration, to_html
 from evaluations.web.charts.compare import (
     DeltaBar,
     ScatterPoint,
@@ -149,7 +149,7 @@ def latency_rows(latency: dict[str, Any]) -> list[LatencyRow]:
 
 
 def _seconds(value: float | None) -> str:
-    return "—" if value is None else f"{fmt_seconds(value)} s"
+    return fmt_duration(value)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """An eval set over time: pass rate and p95 latency across its completed runs, and a case x
 run heatmap that shows where each case started failing.
 
-`/evalsets/<pk>/trend/[?page=<n>][&failing=1]`. The last `TREND_RUNS` completed runs (of any
-version of the eval set), oldest first; cases are paginated, so a page costs the same few
-queries for 10 cases or 10,000: the lines come from each run's stored summary, the heatmap
-from one query over one page of cases.
+`/evalsets/<pk>/trend/[?page=<n>][&failing=1][&branch=][&model=]`. The last `TREND_RUNS`
+completed runs (of any version of the eval set, of one branch and / or model when the filters
+say so), oldest first, on a date axis with a line per branch and model; cases are
+paginated, so a page costs the same few queries for 10 cases or 10,000: the lines come from
+each run's stored summary, the heatmap from one query over one page of cases.
 """
 
 from __future__ import annotations
@@ -54,10 +55,23 @@ class TrendPage:
     failing: list[FailingCase]
     failing_only: bool
     more_runs: bool
+    branch: str = ""
+    model: str = ""
+    branches: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
 
 
-def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool) -> TrendPage:
-    latest = list(Run.objects.filter(evalset_version__evalset=evalset, status=Run.Status.COMPLETED)
+def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str = "", model: str = "") -> TrendPage:
+    completed = Run.objects.filter(evalset_version__evalset=evalset, status=Run.Status.COMPLETED)
+    labels_used = set(completed.order_by().values_list("branch", "model").distinct())
+    branches = tuple(sorted({b for b, _ in labels_used}))
+    models = tuple(sorted({m for _, m in labels_used}))
+    filters: dict[str, Any] = {"branches": branches, "models": models, "branch": branch, "model": model}
+    if branch:
+        completed = completed.filter(branch=branch)
+    if model:
+        completed = completed.filter(model=model)
+    latest = list(completed
                   .select_related("evalset_version")
                   .only("pk", "name", "model", "branch", "git_commit", "created_at", "summary", "eval_ids",
                         "evalset_version__case_count")
@@ -70,9 +84,10 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool) -> TrendPage:
         summary = run.summary or {}
         points.append(TrendPoint(label, f"{run_label(run)} · {run.created_at:%Y-%m-%d %H:%M}",
                                  summary.get("pass_rate"), (summary.get("latency") or {}).get("p95"),
-                                 reverse("run_detail", args=[run.pk])))
+                                 reverse("run_detail", args=[run.pk]), run.created_at,
+                                 f"{run.branch or '(no branch)'} · {run.model or '(no model)'}"))
     if not runs:
-        return TrendPage(evalset, [], [], [], "", "", "", None, [], failing_only, False)
+        return TrendPage(evalset, [], [], [], "", "", "", None, [], failing_only, False, **filters)
 
     run_ids = [run.pk for run in runs]
     versions = sorted({run.evalset_version_id for run in runs})
@@ -143,7 +158,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool) -> TrendPage:
         evalset=evalset, runs=runs, run_labels=labels, points=points,
         pass_rate_html=to_html(pass_rate_trend(points)), latency_html=to_html(latency_trend(points)),
         heatmap_html=to_html(case_heatmap(rows, labels)) if rows else "", cases=paginated, failing=failing,
-        failing_only=failing_only, more_runs=more_runs,
+        failing_only=failing_only, more_runs=more_runs, **filters,
     )
 
 
@@ -152,5 +167,6 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool) -> TrendPage:
 def evalset_trend(request: HttpRequest, pk: int) -> HttpResponse:
     evalset = get_object_or_404(EvalSet.objects.visible_to(request.user).select_related("project"), pk=pk)
     enter_project(request, evalset.project)
-    page = trend_page(evalset=evalset, page=request.GET.get("page", 1), failing_only=request.GET.get("failing") == "1")
+    page = trend_page(evalset=evalset, page=request.GET.get("page", 1), failing_only=request.GET.get("failing") == "1",
+                      branch=request.GET.get("branch", ""), model=request.GET.get("model", ""))
     return render(request, "evaluations/compare/trend.html", {"page": page, "evalset": evalset})
