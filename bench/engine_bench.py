@@ -72,7 +72,7 @@ def measure_floor(evalset: dict, raw_outputs: list[dict], db_path: Path) -> floa
     """The floor (see the module docstring), in seconds."""
     import sqlite3
 
-    from evaluations.runs.services import _build_evaluators, _score_case
+    from evaluations.runs.engine import _build_evaluators, _score_case
     from evaluations.schemas.evalset import EvalCase, EvalConfig
     from evaluations.schemas.outputs import AgentOutput
 

@@ -14,10 +14,10 @@ class EvaluationsConfig(AppConfig):
         # again. The hook is wired here so that runs never import review (the data flows
         # runs -> review; see docs/ARCHITECTURE.md).
         from evaluations.review.completion import on_run_completion
-        from evaluations.runs import services
+        from evaluations.runs import engine
 
-        if on_run_completion not in services.completion_hooks:
-            services.completion_hooks.append(on_run_completion)
+        if on_run_completion not in engine.completion_hooks:
+            engine.completion_hooks.append(on_run_completion)
 
         from django_q.signals import post_spawn
 

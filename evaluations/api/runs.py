@@ -430,7 +430,7 @@ def _turns(run: Run, result: CaseResult, output: AgentOutput | None) -> list[dic
     from evaluations.evaluators.base import aligned_turns, text_of
     from evaluations.evaluators.diffing import align
     from evaluations.review.selectors import trajectory_settings
-    from evaluations.runs.services import native_case
+    from evaluations.runs.engine import native_case
 
     case = native_case(result.case)
     match_type, rules = trajectory_settings(run.config)

@@ -21,7 +21,7 @@ from evaluations.audit import audit_record
 from evaluations.models import AuditEvent, Run
 from evaluations.review.comparison import compare, comparison_store, default_baseline, run_data
 from evaluations.review.triage import triage_resolve_passed
-from evaluations.runs.services import Completion
+from evaluations.runs.engine import Completion
 
 log = logging.getLogger(__name__)
 

@@ -135,7 +135,7 @@ def findings(summary: dict[str, Any], candidate: Run, statuses: Sequence[str] = 
 
 
 def _cause(result: CaseResult, match_type: MatchType, rules: Any) -> str:
-    from evaluations.runs.services import native_case
+    from evaluations.runs.engine import native_case
 
     if result.output is None:
         return _first_line(result.error) or "no output recorded"

@@ -14,7 +14,8 @@ import pytest
 from django.db import connection
 
 from evaluations.models import CaseResult, Project, Run
-from evaluations.runs.services import CANCELLED_BEFORE_RUN, CHUNK
+from evaluations.runs.engine import CHUNK
+from evaluations.runs.services import CANCELLED_BEFORE_RUN
 from tests.team.agent import ERROR_500, GARBAGE, HANG, Agent, answers_for
 from tests.team.conftest import TeamServer
 from tests.team.helpers import (

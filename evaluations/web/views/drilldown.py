@@ -49,7 +49,7 @@ from evaluations.models import CaseResult, EvalCase, Run, Score, Span, Trace
 from evaluations.review import comparison
 from evaluations.review.drilldown import CLOSE_ENOUGH, Repeat, Row, justification_rows, repeats_of, shared_fraction
 from evaluations.review.selectors import Walk, run_label, trajectory_settings
-from evaluations.runs.services import native_case
+from evaluations.runs.engine import native_case
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.evalset import Invocation, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput

@@ -1,0 +1,101 @@
+"""A run's aggregates, all computed in the database: pass rate, per-criterion statistics,
+latency percentiles, tokens and cost, per tool and node."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from django.db.models import Avg, Count, F, Max, Min, Q, Sum
+
+from evaluations.evaluators.base import Level
+from evaluations.models import (
+    CaseResult,
+    Run,
+    Score,
+    ToolUsage,
+)
+from evaluations.ordering import ordered_dict, ordered_keys
+
+
+def _percentile(qs: Any, field: str, fraction: float, count: int) -> float | None:
+    """A nearest-rank percentile computed in the database (ORDER BY ... OFFSET)."""
+    if count == 0:
+        return None
+    index = min(count - 1, max(0, round(fraction * count + 0.5) - 1))
+    return qs.order_by(field).values_list(field, flat=True)[index]
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    """Per-run aggregates, all computed in the database."""
+    scores = Score.objects.filter(run=run, applies_to=Level.CONVERSATION.value)
+    criteria: dict[str, Any] = {}
+    rows = (scores.values("criterion")
+            .annotate(count=Count("pk"), scored=Count("score"), mean=Avg("score"), min=Min("score"),
+                      max=Max("score"), mean_sq=Avg(F("score") * F("score")), passes=Count("pk", filter=Q(passed=True)),
+                      judged=Count("passed"), errors=Count("pk", filter=~Q(error=""))))
+    for row in rows:
+        criterion_scores = scores.filter(criterion=row["criterion"], score__isnull=False)
+        criteria[row["criterion"]] = {
+            "count": row["count"],
+            "mean": row["mean"],
+            "median": _median(criterion_scores, row["scored"]),
+            "min": row["min"],
+            "max": row["max"],
+            # Population std dev from E[x^2] - E[x]^2: NULL-safe on every database (SQLite's
+            # STDDEV aggregate is Python's, which fails on NULLs and on empty input).
+            "std_dev": math.sqrt(max(0.0, row["mean_sq"] - row["mean"] ** 2)) if row["mean"] is not None else None,
+            "pass_rate": row["passes"] / row["judged"] if row["judged"] else None,
+            "passed": row["passes"],
+            "errors": row["errors"],
+        }
+    results = CaseResult.objects.filter(run=run)
+    timed = results.filter(latency_seconds__isnull=False)
+    timed_count = timed.count()
+    totals = results.aggregate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"),
+                               cost=Sum("cost_usd"), latency_max=Max("latency_seconds"),
+                               latency_mean=Avg("latency_seconds"))
+    status_counts = dict(results.values_list("status").annotate(n=Count("pk")).values_list("status", "n"))
+    judged = status_counts.get("passed", 0) + status_counts.get("failed", 0)
+    usage = ToolUsage.objects.filter(run=run)
+    tools = [
+        {"tool": r["tool_name"], "node": r["node_name"], "calls": r["calls"], "failures": r["failures"],
+         "cases": r["cases"], "latency_seconds": r["latency"]}
+        for r in usage.exclude(tool_name="").values("tool_name", "node_name")
+        .annotate(calls=Sum("calls"), failures=Sum("failures"), cases=Count("result", distinct=True),
+                  latency=Sum("latency_seconds")).order_by("-calls", "tool_name")
+    ]
+    nodes = [
+        {"node": r["node_name"], "executions": r["executions"] or 0, "tool_calls": r["tool_calls"] or 0,
+         "failures": r["failures"] or 0, "cases": r["cases"], "latency_seconds": r["latency"]}
+        for r in usage.exclude(node_name="").values("node_name")
+        .annotate(executions=Sum("calls", filter=Q(tool_name="")), tool_calls=Sum("calls", filter=~Q(tool_name="")),
+                  failures=Sum("failures"), cases=Count("result", distinct=True), latency=Sum("latency_seconds"))
+        .order_by("node_name")
+    ]
+    return {
+        "criteria": ordered_dict(criteria, ordered_keys((run.config or {}).get("criteria") or {}, run.criteria_order)),
+        "statuses": status_counts,
+        "pass_rate": status_counts.get("passed", 0) / judged if judged else None,
+        "latency": {
+            "count": timed_count,
+            "mean": totals["latency_mean"],
+            "p50": _percentile(timed, "latency_seconds", 0.50, timed_count),
+            "p95": _percentile(timed, "latency_seconds", 0.95, timed_count),
+            "max": totals["latency_max"],
+        },
+        "tokens": {"prompt": totals["prompt"], "completion": totals["completion"],
+                   "total": (totals["prompt"] or 0) + (totals["completion"] or 0)
+                   if totals["prompt"] is not None or totals["completion"] is not None else None},
+        "cost_usd": totals["cost"],
+        "tools": tools,
+        "nodes": nodes,
+    }
+
+
+def _median(qs: Any, count: int) -> float | None:
+    if count == 0:
+        return None
+    values = list(qs.order_by("score").values_list("score", flat=True)[(count - 1) // 2:count // 2 + 1])
+    return statistics.fmean(values)
