@@ -16,7 +16,7 @@ from django.test import Client
 
 from evaluations.models import Project, Run
 from evaluations.runs import services as runs
-from evaluations.runs.selectors import run_criteria
+from evaluations.runs.page import run_criteria
 from tests.engine_helpers import import_demo, regressed_outputs
 
 pytestmark = pytest.mark.django_db

@@ -17,8 +17,8 @@ from evaluations.models import Project, Run
 from evaluations.review import comparison
 from evaluations.review.baselines import baseline_choice, mismatches
 from evaluations.review.comparison import IMPROVED, REGRESSED, CaseRow, comparison_walk, stored_counts
-from evaluations.runs import selectors as run_selectors
-from evaluations.runs.selectors import HomePage
+from evaluations.runs import listing as run_listing
+from evaluations.runs.listing import HomePage
 from evaluations.schemas.evalset import EvalConfig, MatchType
 
 
@@ -116,9 +116,9 @@ def trajectory_settings(config: dict[str, Any]) -> tuple[MatchType, ArgRules]:
 
 
 def home_page(*, project: Project) -> HomePage:
-    """The home page's runs (`runs.selectors.home_page`), each eval set's latest completed run
+    """The home page's runs (`runs.listing.home_page`), each eval set's latest completed run
     linked to its comparison with the default baseline: one more query."""
-    page = run_selectors.home_page(project=project)
+    page = run_listing.home_page(project=project)
     completed = {t.latest.pk for t in page.trends if t.latest.status == Run.Status.COMPLETED}
     if not completed:
         return page

@@ -10,38 +10,27 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import date, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from django.core.paginator import Page, Paginator
 from django.db.models import (
     Count,
-    Exists,
     F,
-    FloatField,
     IntegerField,
-    OuterRef,
     Q,
     QuerySet,
-    Subquery,
     Value,
-    Window,
 )
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Floor, Least, RowNumber
+from django.db.models.functions import Cast, Floor, Least
 
 from evaluations.evaluators.base import Level
-from evaluations.models import CaseResult, EvalSet, EvalSetVersion, EvaluationConfig, Project, Run, Score
-from evaluations.ordering import ordered_keys, summary_in_order
-from evaluations.runs.chart_data import SCORE_BINS, ScoreBins, TagRate, nice_step, sparkline_points
+from evaluations.models import CaseResult, EvalSetVersion, EvaluationConfig, Project, Run, Score
+from evaluations.ordering import summary_in_order
+from evaluations.runs.chart_data import SCORE_BINS, ScoreBins, TagRate, nice_step
 from evaluations.schemas.evalset import EvalConfig
 from evaluations.units import fmt_seconds
 
-RESULTS_PER_PAGE = 50
-RUNS_PER_PAGE = 30
-SPARKLINE_RUNS = 20
-ACTIVE_RUNS_SHOWN = 20
 MAX_CHART_TAGS = 40
 LATENCY_BINS = 20
 SHORT_TEXT = 140
@@ -71,7 +60,7 @@ def seconds(value: float | None) -> Seconds | None:
     return None if value is None else Seconds(value)
 
 
-def _shorten(text: str, limit: int = SHORT_TEXT) -> str:
+def shorten(text: str, limit: int = SHORT_TEXT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit].rstrip() + "…"
 
@@ -345,7 +334,7 @@ class RunChartData:
         return [o for o in ("passed", "failed", "unjudged") if any(sum(getattr(b, o)) for b in self.scores.values())]
 
 
-def _conversation_scores(run: Run) -> QuerySet[Score]:
+def conversation_scores(run: Run) -> QuerySet[Score]:
     return Score.objects.filter(run=run, applies_to=Level.CONVERSATION.value, turn_index=-1, node_name="")
 
 
@@ -353,7 +342,7 @@ def score_bins(run: Run, criteria: list[str]) -> dict[str, ScoreBins]:
     """Conversation-level scores per criterion in ten bins, split by passed / failed / no
     verdict: one GROUP BY query."""
     bucket = Least(Floor(F("score") * SCORE_BINS), Value(SCORE_BINS - 1), output_field=IntegerField())
-    rows = (_conversation_scores(run).filter(score__isnull=False).order_by()
+    rows = (conversation_scores(run).filter(score__isnull=False).order_by()
             .annotate(bucket=bucket).values("criterion", "bucket", "passed").annotate(n=Count("pk")))
     counts: dict[str, dict[str, list[int]]] = defaultdict(
         lambda: {"passed": [0] * SCORE_BINS, "failed": [0] * SCORE_BINS, "unjudged": [0] * SCORE_BINS})
@@ -408,429 +397,62 @@ def run_chart_data(run: Run, summary: RunSummary, criteria: list[str]) -> RunCha
     )
 
 
-# --- One run: the cases table -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ResultFilters:
-    status: str = ""
-    tag: str = ""
-    criterion: str = ""  # failed on this criterion
-    q: str = ""
-    sort: str = ""  # eval_id, status, latency or score.<criterion>; "-" first for descending
-    page: Any = 1
-
-    @classmethod
-    def from_query(cls, query: Any, criteria: list[str]) -> ResultFilters:
-        """Unknown values are dropped rather than refused: an old link still opens the run."""
-        status = query.get("status", "").strip()
-        criterion = query.get("criterion", "").strip()
-        sort = query.get("sort", "").strip()
-        return cls(
-            status=status if status in RESULT_STATUSES else "",
-            tag=query.get("tag", "").strip(),
-            criterion=criterion if criterion in criteria else "",
-            q=query.get("q", "").strip(),
-            sort=sort if sort.lstrip("-") in sort_keys(criteria) else "",
-            page=query.get("page", 1),
-        )
-
-    @property
-    def active(self) -> bool:
-        return bool(self.status or self.tag or self.criterion or self.q)
-
-
-def sort_keys(criteria: list[str]) -> list[str]:
-    return ["eval_id", "status", "latency", *(f"score.{c}" for c in criteria)]
-
-
-@dataclass(frozen=True)
-class ScoreCell:
-    score: float | None
-    passed: bool | None
-    error: str
-
-
-@dataclass(frozen=True)
-class ResultRow:
-    pk: int
-    case_pk: int
-    eval_id: str
-    case_name: str
-    iteration: int
-    status: str
-    latency_seconds: float | None
-    tokens: int | None
-    cost_usd: float | None
-    error: str
-    response: str
-    tags: list[str]
-    scores: list[ScoreCell | None]
-    flaky: bool = False  # the case's repeats in this run disagree (some passed, some did not)
-
-
-@dataclass(frozen=True)
-class SortHeader:
-    key: str
-    label: str
-    numeric: bool
-    direction: str  # "asc", "desc" or "" (not sorted by this column)
-    next_sort: str  # the sort a click on the header asks for
-
-
-@dataclass(frozen=True)
-class ResultsTable:
-    run_pk: int
-    rows: Page  # of ResultRow
-    criteria: list[str]
-    filters: ResultFilters
-    headers: dict[str, SortHeader]
-    score_headers: list[SortHeader]
-    tags: list[str]
-    statuses: list[str]
-    total: int  # every result of the run, unfiltered
-    iterations: int
-
-
-def _headers(criteria: list[str], sort: str) -> tuple[dict[str, SortHeader], list[SortHeader]]:
-    def header(key: str, label: str, numeric: bool) -> SortHeader:
-        direction = "asc" if sort == key else "desc" if sort == f"-{key}" else ""
-        # Numbers open worst-first (lowest score, slowest), text A-Z; a second click flips.
-        first = f"-{key}" if key == "latency" else key
-        flipped = key if direction == "desc" else f"-{key}" if direction == "asc" else first
-        return SortHeader(key=key, label=label, numeric=numeric, direction=direction, next_sort=flipped)
-
-    fixed = {"eval_id": header("eval_id", "eval_id", False), "status": header("status", "Status", False),
-             "latency": header("latency", "Latency (s)", True)}
-    return fixed, [header(f"score.{c}", c, True) for c in criteria]
-
-
-def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> ResultsTable:
-    """One page of the run's case results, filtered and sorted in the database, with the
-    conversation-level score of each criterion: three queries (count, page, scores)."""
-    results = CaseResult.objects.filter(run=run)
-    if filters.status:
-        results = results.filter(status=filters.status)
-    if filters.tag:
-        results = results.filter(case__tags_text__contains=f"|{filters.tag}|")
-    if filters.q:
-        results = results.filter(Q(case__eval_id__icontains=filters.q) | Q(case__name__icontains=filters.q))
-    if filters.criterion:
-        results = results.filter(Exists(_conversation_scores(run).filter(
-            result=OuterRef("pk"), criterion=filters.criterion, passed=False)))
-
-    key, descending = filters.sort.lstrip("-"), filters.sort.startswith("-")
-    order: list[Any]
-    if key == "eval_id":
-        order = [F("case__eval_id").desc() if descending else F("case__eval_id").asc(), "iteration"]
-    elif key == "status":
-        order = [F("status").desc() if descending else F("status").asc(), "case__position", "iteration"]
-    elif key == "latency":
-        latency = F("latency_seconds")
-        order = [latency.desc(nulls_last=True) if descending else latency.asc(nulls_last=True), "case__position"]
-    elif key.startswith("score."):
-        results = results.annotate(sort_score=Subquery(
-            _conversation_scores(run).filter(result=OuterRef("pk"), criterion=key[len("score."):])
-            .values("score")[:1], output_field=FloatField()))
-        score = F("sort_score")
-        order = [score.desc(nulls_last=True) if descending else score.asc(nulls_last=True), "case__position"]
-    else:
-        order = ["case__position", "iteration"]
-    rows = (results.order_by(*order, "pk")
-            .annotate(response=KT("output__turns__0__final_response"))
-            .values("pk", "case_id", "case__eval_id", "case__name", "case__tags", "iteration", "status",
-                    "latency_seconds", "prompt_tokens", "completion_tokens", "cost_usd", "error", "response"))
-    page = Paginator(rows, RESULTS_PER_PAGE).get_page(filters.page)
-    raw = list(page.object_list)
-    cells: dict[tuple[int, str], ScoreCell] = {}
-    if raw:
-        # By result alone (each is the run's): with the run in the filter the planner took the
-        # run's index and read every score of the run for one page of results.
-        for s in (Score.objects.filter(result_id__in=[r["pk"] for r in raw], applies_to=Level.CONVERSATION.value,
-                                       turn_index=-1, node_name="")
-                  .values("result_id", "criterion", "score", "passed", "error")):
-            cells[(s["result_id"], s["criterion"])] = ScoreCell(score=s["score"], passed=s["passed"],
-                                                                error=_shorten(s["error"] or ""))
-    flaky: set[int] = set()
-    if raw and run.iterations > 1:  # one more query, only for runs with repeats
-        settled = ~Q(status=CaseResult.Status.PENDING)
-        for case_id, passed, done in (CaseResult.objects.filter(run=run, case_id__in={r["case_id"] for r in raw})
-                                      .values("case_id").order_by()
-                                      .annotate(passed=Count("pk", filter=Q(status=CaseResult.Status.PASSED)),
-                                                done=Count("pk", filter=settled))
-                                      .values_list("case_id", "passed", "done")):
-            if 0 < passed < done:
-                flaky.add(case_id)
-    result_rows = [
-        ResultRow(
-            pk=r["pk"], case_pk=r["case_id"], eval_id=r["case__eval_id"], case_name=r["case__name"],
-            iteration=r["iteration"], status=r["status"], latency_seconds=seconds(r["latency_seconds"]),
-            tokens=(r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)
-            if r["prompt_tokens"] is not None or r["completion_tokens"] is not None else None,
-            cost_usd=r["cost_usd"], error=_shorten(r["error"] or ""),
-            response=_shorten(_text(r["response"])),
-            tags=[str(t) for t in r["case__tags"] or []],
-            scores=[cells.get((r["pk"], c)) for c in criteria],
-            flaky=r["case_id"] in flaky,
-        )
-        for r in raw
-    ]
-    page.object_list = result_rows  # type: ignore[assignment]
-    fixed, score_headers = _headers(criteria, filters.sort)
-    return ResultsTable(run_pk=run.pk, rows=page, criteria=criteria, filters=filters, headers=fixed,
-                        score_headers=score_headers, tags=[str(t) for t in run.evalset_version.tags or []],
-                        statuses=RESULT_STATUSES, total=run.cases_total, iterations=run.iterations)
-
-
-def _text(value: Any) -> str:
-    """A final response as text: JSON text for structured content (from the database's
-    JSON extraction, which differs between SQLite and PostgreSQL only in spacing)."""
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else str(value)
-
-
-def run_criteria(run: Run) -> list[str]:
-    """The run's criteria in config order: known before the first score is written."""
-    criteria = (run.config or {}).get("criteria") or {}
-    return [str(name) for name in ordered_keys(criteria, run.criteria_order)
-            if not isinstance(criteria[name], dict) or criteria[name].get("enabled", True)]
-
-
-# --- The run page -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunPage:
-    run: RunView
-    summary: RunSummary | None
-    charts: RunChartData | None
-    table: ResultsTable
-    can_write: bool
-    criteria: list[str] = field(default_factory=list)
-
-
-def run_page(run: Run, filters: ResultFilters, *, can_write: bool, with_charts: bool = True) -> RunPage:
-    criteria = run_criteria(run)
-    summary = run_summary_view(run.summary, run.criteria_order)
-    return RunPage(
-        run=run_view(run),
-        summary=summary,
-        charts=run_chart_data(run, summary, criteria) if summary is not None and with_charts else None,
-        table=results_table(run, criteria, filters),
-        can_write=can_write,
-        criteria=criteria,
-    )
-
-
-# --- Runs list --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunFilters:
-    evalset: int | None = None
-    status: str = ""
-    model: str = ""
-    branch: str = ""
-    commit: str = ""
-    tag: str = ""
-    date_from: date | None = None
-    date_to: date | None = None
-    page: Any = 1
-
-    @property
-    def active(self) -> bool:
-        return any((self.evalset, self.status, self.model, self.branch, self.commit, self.tag,
-                    self.date_from, self.date_to))
-
-
-@dataclass(frozen=True)
-class RunRow:
-    pk: int
-    title: str
-    status: str
-    evalset_pk: int
-    evalset_name: str
-    version_number: int
-    model: str
-    branch: str
-    git_commit: str
-    tags: list[str]
-    progress: Progress
-    latency_p95: float | None
-    created_at: datetime
-    created_by: str
-
-    @property
-    def is_active(self) -> bool:
-        return self.status in ACTIVE
-
-
-@dataclass(frozen=True)
-class RunListPage:
-    runs: Page  # of RunRow
-    filters: RunFilters
-    evalsets: list[tuple[int, str]]
-    models: list[str]
-    branches: list[str]
-    statuses: list[str]
-
-
-_ROW_FIELDS = ("pk", "name", "status", "evalset_version__evalset_id", "evalset_version__evalset__name",
-               "evalset_version__evalset__eval_set_id", "evalset_version__number", "model", "branch",
-               "git_commit", "tags", "cases_total", "cases_done", "cases_failed", "cases_errored",
-               "cases_missing", "cases_not_runnable", "created_at", "created_by__username", "p95")
-
-
-def _run_rows(runs: QuerySet[Run]) -> QuerySet[Run, dict[str, Any]]:
-    # Only the p95 is read out of the summary JSON: the rest of the row comes from columns.
-    return runs.annotate(p95=Cast(KT("summary__latency__p95"), FloatField())).values(*_ROW_FIELDS)
-
-
-def _run_row(r: dict[str, Any]) -> RunRow:
-    return RunRow(
-        pk=r["pk"], title=r["name"] or f"Run #{r['pk']}", status=r["status"],
-        evalset_pk=r["evalset_version__evalset_id"],
-        evalset_name=r["evalset_version__evalset__name"] or r["evalset_version__evalset__eval_set_id"],
-        version_number=r["evalset_version__number"], model=r["model"], branch=r["branch"],
-        git_commit=r["git_commit"], tags=[str(t) for t in r["tags"] or []],
-        progress=Progress(total=r["cases_total"], done=r["cases_done"], failed=r["cases_failed"],
-                          errored=r["cases_errored"], missing=r["cases_missing"],
-                          not_runnable=r["cases_not_runnable"]),
-        latency_p95=seconds(r["p95"]), created_at=r["created_at"], created_by=r["created_by__username"] or "",
-    )
-
-
-def run_list_page(*, project: Project, filters: RunFilters) -> RunListPage:
-    runs = Run.objects.filter(project=project)
-    if filters.evalset:
-        runs = runs.filter(evalset_version__evalset_id=filters.evalset)
-    if filters.status:
-        runs = runs.filter(status=filters.status)
-    if filters.model:
-        runs = runs.filter(model=filters.model)
-    if filters.branch:
-        runs = runs.filter(branch=filters.branch)
-    if filters.commit:
-        runs = runs.filter(git_commit__startswith=filters.commit)
-    if filters.tag:
-        runs = runs.filter(tags__icontains=f'"{filters.tag}"')  # a JSON list: match the quoted item
-    if filters.date_from:
-        runs = runs.filter(created_at__date__gte=filters.date_from)
-    if filters.date_to:
-        runs = runs.filter(created_at__date__lte=filters.date_to)
-    page = Paginator(_run_rows(runs.order_by("-created_at", "-pk")), RUNS_PER_PAGE).get_page(filters.page)
-    page.object_list = [_run_row(r) for r in page.object_list]  # type: ignore[misc]
-    project_runs = Run.objects.filter(project=project).order_by()
-    return RunListPage(
-        runs=page,
-        filters=filters,
-        evalsets=[(pk, name or eval_set_id) for pk, name, eval_set_id in
-                  EvalSet.objects.filter(project=project).order_by("name", "eval_set_id")
-                  .values_list("pk", "name", "eval_set_id")],
-        models=list(project_runs.exclude(model="").values_list("model", flat=True).distinct().order_by("model")),
-        branches=list(project_runs.exclude(branch="").values_list("branch", flat=True).distinct()
-                      .order_by("branch")),
-        statuses=[s.value for s in Run.Status],
-    )
-
-
-def runs_for_compare(user: Any, pks: list[int]) -> list[Run]:
-    """The picked runs, oldest first (the baseline), among those the user may see."""
-    return list(runs_visible_to(user).filter(pk__in=pks).order_by("created_at", "pk").only("pk", "created_at"))
-
-
-# --- Home -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EvalSetTrend:
-    evalset_pk: int
-    name: str
-    latest: RunRow
-    run_count: int  # among the last SPARKLINE_RUNS
-    pass_rates: list[float | None]  # oldest first, of finished runs
-    sparkline: str  # SVG polyline points
-    # the latest run against its default baseline (evaluations.review.baselines), when it completed
-    vs: Any = None
-
-    @property
-    def sparkline_end(self) -> tuple[str, str] | None:
-        """Where the newest pass rate sits, for the dot that ends the line."""
-        if not self.sparkline:
-            return None
-        x, y = self.sparkline.split()[-1].split(",")
-        return x, y
-
-    @property
-    def sparkline_title(self) -> str:
-        return "Pass rate, oldest first: " + ", ".join(
-            "—" if r is None else f"{r:.0%}" for r in self.pass_rates)
-
-    @property
-    def previous_rate(self) -> float | None:
-        known = [r for r in self.pass_rates if r is not None]
-        return known[-2] if len(known) > 1 else None
-
-    @property
-    def latest_rate(self) -> float | None:
-        known = [r for r in self.pass_rates if r is not None]
-        return known[-1] if known else None
-
-    @property
-    def delta(self) -> float | None:
-        if self.latest_rate is None or self.previous_rate is None:
-            return None
-        return self.latest_rate - self.previous_rate
-
-
-@dataclass(frozen=True)
-class IdleEvalSet:
-    pk: int
-    name: str
-    case_count: int | None
-
-
-@dataclass(frozen=True)
-class HomePage:
-    trends: list[EvalSetTrend]
-    active: list[RunRow]
-    idle: list[IdleEvalSet]  # eval sets without a run yet
-
-    @property
-    def empty(self) -> bool:
-        return not (self.trends or self.idle)
-
-
-def active_runs(*, project: Project) -> list[RunRow]:
-    runs = Run.objects.filter(project=project, status__in=ACTIVE).order_by("-created_at", "-pk")
-    return [_run_row(r) for r in _run_rows(runs)[:ACTIVE_RUNS_SHOWN]]
-
-
-def home_page(*, project: Project) -> HomePage:
-    """The last runs of each eval set (one windowed query), the runs in progress, and the
-    eval sets that have no run yet."""
-    ranked = (Run.objects.filter(project=project)
-              .annotate(rank=Window(RowNumber(), partition_by=[F("evalset_version__evalset_id")],
-                                    order_by=[F("created_at").desc(), F("pk").desc()]))
-              .filter(rank__lte=SPARKLINE_RUNS))
-    by_evalset: dict[int, list[RunRow]] = defaultdict(list)
-    for r in _run_rows(ranked).order_by("-created_at", "-pk"):
-        row = _run_row(r)
-        by_evalset[row.evalset_pk].append(row)
-    trends = []
-    for evalset_pk, rows in by_evalset.items():  # newest eval-set activity first
-        finished = [r for r in reversed(rows) if r.status == Run.Status.COMPLETED]
-        rates = [r.progress.pass_rate for r in finished]
-        trends.append(EvalSetTrend(evalset_pk=evalset_pk, name=rows[0].evalset_name, latest=rows[0],
-                                   run_count=len(rows), pass_rates=rates, sparkline=sparkline_points(rates)))
-    idle = [IdleEvalSet(pk=pk, name=name or eval_set_id, case_count=cases)
-            for pk, name, eval_set_id, cases in EvalSet.objects.filter(project=project)
-            .exclude(pk__in=list(by_evalset)).order_by("-updated_at", "pk")
-            .values_list("pk", "name", "eval_set_id", "latest_version__case_count")]
-    # Each trend's `vs` (its latest run against the default baseline) is review's to add:
-    # evaluations.review.selectors.home_page.
-    return HomePage(trends=trends, active=active_runs(project=project), idle=idle)
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
 
 
 

@@ -23,7 +23,8 @@ from evaluations.models import AuditEvent, Membership, Run
 from evaluations.ordering import config_in_order
 from evaluations.review import selectors as review_selectors
 from evaluations.review.selectors import baseline_link
-from evaluations.runs import selectors
+from evaluations.runs import listing, selectors
+from evaluations.runs import page as run_pages
 from evaluations.runs import services as runs
 from evaluations.runs.forms import NewRunForm
 from evaluations.runs.live import live_status
@@ -57,7 +58,7 @@ def _visible_run(request: HttpRequest, pk: int) -> Run:
 def home(request: HttpRequest) -> HttpResponse:
     project = current_project(request)
     if _htmx_fragment(request):  # the polled "in progress" block
-        active = selectors.active_runs(project=project) if project else []
+        active = listing.active_runs(project=project) if project else []
         response = render(request, "evaluations/runs/_active_runs.html", {"active": active})
     else:
         page = review_selectors.home_page(project=project) if project else None
@@ -78,10 +79,10 @@ def _date(value: str | None) -> date | None:
         return None
 
 
-def _run_filters(query: Any) -> selectors.RunFilters:
+def _run_filters(query: Any) -> listing.RunFilters:
     evalset = query.get("evalset", "")
     status = query.get("status", "")
-    return selectors.RunFilters(
+    return listing.RunFilters(
         evalset=int(evalset) if evalset.isdigit() else None,
         status=status if status in Run.Status.values else "",
         model=query.get("model", "").strip(),
@@ -98,7 +99,7 @@ def _run_filters(query: Any) -> selectors.RunFilters:
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
     project = current_project(request)
-    page = selectors.run_list_page(project=project, filters=_run_filters(request.GET)) if project else None
+    page = listing.run_list_page(project=project, filters=_run_filters(request.GET)) if project else None
     context = {"project": project, "page": page, "compare_path": COMPARE_PATH}
     template = "evaluations/runs/_runs_table.html" if _htmx_fragment(request) else "evaluations/runs/list.html"
     response = render(request, template, context)
@@ -111,7 +112,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_compare_pick(request: HttpRequest) -> HttpResponse:
     """The runs list's checkboxes send `run=a&run=b`: the older run is the baseline."""
     pks = sorted({int(v) for v in request.GET.getlist("run") if v.isdigit()})
-    picked = selectors.runs_for_compare(request.user, pks) if len(pks) == 2 else []
+    picked = listing.runs_for_compare(request.user, pks) if len(pks) == 2 else []
     if len(picked) != 2:
         messages.error(request, "Pick exactly two runs to compare.")
         return HttpResponseRedirect(reverse("run_list"))
@@ -189,7 +190,7 @@ def _render_new(request: HttpRequest, form: NewRunForm, choices: selectors.NewRu
 # --- One run ----------------------------------------------------------------------------------
 
 
-def _charts(page: selectors.RunPage) -> dict[str, str]:
+def _charts(page: run_pages.RunPage) -> dict[str, str]:
     data = page.charts
     if data is None:
         return {}
@@ -208,10 +209,10 @@ def _charts(page: selectors.RunPage) -> dict[str, str]:
 @require_GET
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _visible_run(request, pk)
-    criteria = selectors.run_criteria(run)
-    filters = selectors.ResultFilters.from_query(request.GET, criteria)
+    criteria = run_pages.run_criteria(run)
+    filters = run_pages.ResultFilters.from_query(request.GET, criteria)
     if _htmx_fragment(request):  # the cases table, filtered, sorted or paged
-        table = selectors.results_table(run, criteria, filters)
+        table = run_pages.results_table(run, criteria, filters)
         response = render(request, "evaluations/runs/_results_table.html", {"table": table})
     else:
         enter_project(request, run.project)
@@ -220,7 +221,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # hundred ms at 10,000 cases) and keep the HTML, keyed by when the run finished.
         key = f"run-charts:{run.pk}:{run.finished_at.timestamp()}" if run.finished_at else None
         charts = cache.get(key) if key else None
-        page = selectors.run_page(run, filters, can_write=role in {Membership.Role.MEMBER, Membership.Role.ADMIN},
+        page = run_pages.run_page(run, filters, can_write=role in {Membership.Role.MEMBER, Membership.Role.ADMIN},
                                   with_charts=charts is None)
         if charts is None:
             charts = _charts(page)
