@@ -61,7 +61,7 @@ def test_an_agentflow_report_cannot_be_rescored_it_has_no_outputs(capsys: pytest
         call_command("import_results", str(RESULTS / "agentflow" / "demo_travel_agent.report.json"), "--rescore")
     assert exit_.value.code == 1
     assert "holds no agent outputs to rescore" in capsys.readouterr().err
-    assert Run.objects.count() == 1  # the import itself stands
+    assert Run.objects.count() == 0  # all or nothing
 
 
 @pytest.mark.django_db

@@ -28,7 +28,8 @@ Read, one JSON file at a time (the format is recognised by its keys):
 Every score is stored as the other tool computed it: its metric name as the criterion, its
 score, threshold (`{"lower_limit": t}`, the tool's own value also in the justification), pass/fail
 and reason, with `evaluator = "imported:<tool>"`. The run is an uploaded-outputs run tagged
-`imported:<tool>` whose target records the tool and file; it is completed through
+`imported:<tool>` whose target records the tool and file, and whose config lists the tool's metrics
+(`options.imported_from`; the threshold where the tool gave one); it is completed through
 `run_finish`, so its summary, comparison and exports are those of any run. A case's status is the
 tool's own verdict where it gives one. Cases of the eval set the file does not cover are `missing`.
 
@@ -560,15 +561,17 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
         now = timezone.now()
         results, scores = [], []
         origin = f"{ORIGIN_PREFIX}{parsed.tool}"
-        order: list[str] = []
+        criteria: dict[str, dict[str, Any]] = {}  # the run's config: the tool's metrics, for pages and exports
         for case in parsed.cases:
             pk = pending[(case.key, case.iteration)]
             status = _status(case)
             error = case.error or next((s.error for s in case.scores if s.error), "")
             results.append(CaseResult(pk=pk, status=status, error=error, latency_seconds=case.latency, updated_at=now))
             for s in case.scores:
-                if s.criterion not in order:
-                    order.append(s.criterion)
+                entry = criteria.setdefault(s.criterion[:100],
+                                            {"enabled": True, "options": {"imported_from": parsed.tool}})
+                if s.threshold is not None and "threshold" not in entry:
+                    entry["threshold"] = s.threshold
                 scores.append(Score(
                     run=run, result_id=pk, criterion=s.criterion[:100], evaluator=origin,
                     applies_to=Score.Level.CONVERSATION if s.turn_index == -1 else Score.Level.INTERACTION,
@@ -580,8 +583,8 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
         statuses = Counter(r.status for r in results)
         not_runnable = statuses[CaseResult.Status.NOT_RUNNABLE]
         Run.objects.filter(pk=run.pk).update(
-            status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, config={"criteria": {}},
-            criteria_order=order, cases_done=len(results) - not_runnable,
+            status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, config={"criteria": criteria},
+            criteria_order=list(criteria), cases_done=len(results) - not_runnable,
             cases_not_runnable=run.cases_not_runnable + not_runnable,
             cases_failed=statuses[CaseResult.Status.FAILED], cases_errored=statuses[CaseResult.Status.ERROR])
         services.run_finish(run.pk)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
 
 from evaluations.evalsets.formats import EvalSetImportError, SourceFile, check_size
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG
@@ -51,13 +52,20 @@ class Command(BaseCommand):
         if not path.is_file():
             self.stderr.write(f"error: {path} is not a file")
             sys.exit(1)
+        rescored = None
         try:
-            check_size(path.name, path.stat().st_size)
-            run = results_import(project=project, file=SourceFile(path.name, path.read_bytes()), evalset=evalset)
+            with transaction.atomic():  # a refused rescore leaves no import behind either
+                check_size(path.name, path.stat().st_size)
+                run = results_import(project=project, file=SourceFile(path.name, path.read_bytes()), evalset=evalset)
+                if options["rescore"]:
+                    rescored = run_rescore(run=run)
         except EvalSetImportError as exc:
             self.stderr.write(f"error ({exc.code}): nothing was imported")
             for line in exc.summary().splitlines():
                 self.stderr.write(f"  {line}")
+            sys.exit(1)
+        except RunError as exc:
+            self.stderr.write(f"error: nothing was imported: cannot rescore: {exc}")
             sys.exit(1)
         tool = run.target.get("imported", "")
         version = run.evalset_version
@@ -66,10 +74,5 @@ class Command(BaseCommand):
             f"{version.number}, {run.status}; {run.cases_done} cases scored ({run.cases_failed} failed, "
             f"{run.cases_errored} errors), {run.cases_missing} missing"
         )
-        if options["rescore"]:
-            try:
-                rescored = run_rescore(run=run)
-            except RunError as exc:
-                self.stderr.write(f"error: not rescored: {exc}")
-                sys.exit(1)
+        if rescored is not None:
             self.stdout.write(f"run {rescored.pk} queued: the same outputs scored by evalsite")
