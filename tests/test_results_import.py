@@ -198,3 +198,13 @@ def test_read_results_recognises_each_tool() -> None:
                                                  RESULTS / "agentflow" / "demo_travel_agent.report.json",
                                                  RESULTS / "uipath" / "results.json")] == [
         "adk", "deepeval", "agentflow", "uipath"]
+
+
+def test_deepevals_latest_test_run_file_wraps_the_run_and_paths_say_so(acme: Project) -> None:
+    doc = json.loads((RESULTS / "deepeval" / "test_run.json").read_text())
+    wrapped = {"testRunData": doc, "testRunLink": None}
+    run = results_import(project=acme, file=SourceFile(".latest_test_run.json", json.dumps(wrapped).encode()))
+    assert Score.objects.filter(run=run, evaluator="imported:deepeval").count() == 5
+    doc["testCases"][0]["metricsData"][0]["threshold"] = "0.7"
+    error = _error(acme, ".latest_test_run.json", {"testRunData": doc})
+    assert error.problems[0].path == "testRunData.testCases[0].metricsData[0].threshold"

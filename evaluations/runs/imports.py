@@ -9,7 +9,8 @@ Read, one JSON file at a time (the format is recognised by its keys):
   `final_eval_status`; the agent's outputs are read as uploaded outputs read them
   (`runs/targets/uploaded.py`). The file carries no eval cases: the eval set is the one chosen,
   else the project's eval set whose id is the file's `eval_set_id`.
-- **DeepEval / Confident AI** test runs (`testCases`, `conversationalTestCases`, each with
+- **DeepEval / Confident AI** test runs (`testCases`, `conversationalTestCases`, also wrapped as
+  `.deepeval/.latest_test_run.json` writes them, `{"testRunData": {...}}`; each case with
   `metricsData[]`: `name`, `score`, `threshold`, `success`, `reason`, `error`, ...; snake_case
   too): the test cases carry their inputs, so without a chosen eval set one is created from them
   (as DeepEval goldens: input, expected output, context, expected tools; a conversation's user
@@ -232,6 +233,8 @@ def sniff(doc: Any) -> str | None:
         return "adk"
     if any(m in doc for m in _DEEPEVAL_MARKERS):
         return "deepeval"
+    if isinstance(doc.get("testRunData"), dict) and any(m in doc["testRunData"] for m in _DEEPEVAL_MARKERS):
+        return "deepeval"  # `.deepeval/.latest_test_run.json`: {"testRunData": {...}, "testRunLink": ...}
     if "report_id" in doc and "results" in doc:
         return "agentflow"
     if "evaluationSetResults" in doc or "evaluation_set_results" in doc:
@@ -336,8 +339,11 @@ def _adk_metric(r: _Reader, metric: dict[str, Any], path: Path, case: str, turn:
 
 def _deepeval(r: _Reader) -> ParsedResults:
     doc = r.doc
-    single = r.items(doc, "test_cases", (), required=False)
-    multi = r.items(doc, "conversational_test_cases", (), required=False)
+    prefix: Path = ()
+    if isinstance(doc.get("testRunData"), dict):
+        doc, prefix = doc["testRunData"], ("testRunData",)
+    single = r.items(doc, "test_cases", prefix, required=False)
+    multi = r.items(doc, "conversational_test_cases", prefix, required=False)
     if single and multi:
         r.add((), "a DeepEval test run is single-turn or multi-turn, never both (testCases and "
                   "conversationalTestCases both hold cases)")
@@ -386,7 +392,8 @@ def _deepeval(r: _Reader) -> ParsedResults:
                     golden[key] = r.get(row, key)
             case.golden = golden
             case.output = AgentOutput(eval_id=eval_id, latency_seconds=duration, turns=[TurnOutput(
-                final_response=r.get(row, "actual_output"), tool_calls=_tools(r.get(row, "tools_called")))])
+                final_response=r.get(row, "actual_output"),
+                tool_calls=_tools(r.get(row, "tools_called") or r.get(row, "tools_used")))])  # older: toolsUsed
         cases.append(case)
     name = r.get(doc, "identifier") or r.get(doc, "test_file") or stem(r.file.name)
     return ParsedResults("deepeval", r.file, str(name), cases)
