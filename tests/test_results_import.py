@@ -208,3 +208,14 @@ def test_deepevals_latest_test_run_file_wraps_the_run_and_paths_say_so(acme: Pro
     doc["testCases"][0]["metricsData"][0]["threshold"] = "0.7"
     error = _error(acme, ".latest_test_run.json", {"testRunData": doc})
     assert error.problems[0].path == "testRunData.testCases[0].metricsData[0].threshold"
+
+
+def test_a_test_case_the_goldens_reader_refuses_is_reported_at_its_place_in_the_results_file(acme: Project) -> None:
+    doc = json.loads((RESULTS / "deepeval" / "test_run.json").read_text())
+    doc["testCases"][2]["expectedOutput"] = {"not": "text"}
+    error = _error(acme, "run.json", doc)
+    [problem] = error.problems
+    assert (problem.file, problem.case, problem.path) == ("run.json", "test_case_2", "testCases[2]")
+    assert "expected_output" in problem.message
+    assert problem.line is not None
+    _nothing_written()

@@ -497,7 +497,10 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
     if parsed.carries_cases:
         goldens = json.dumps([c.golden for c in parsed.cases]).encode()
         name = f"{stem(parsed.file.name)}.json"
-        outcome = evalset_import(project=project, files=[SourceFile(name, goldens)], format="deepeval", user=user)
+        try:
+            outcome = evalset_import(project=project, files=[SourceFile(name, goldens)], format="deepeval", user=user)
+        except EvalSetImportError as exc:  # said of the test cases, where they are in the uploaded file
+            raise EvalSetImportError(exc.code, [_in_file(parsed, p) for p in exc.problems], total=exc.total) from None
         return outcome[0].version
     found = None
     if parsed.eval_set_id:
@@ -509,6 +512,21 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
             f"{parsed.eval_set_id!r}: import the eval set first, or choose one (--evalset / evalset)",
             file=parsed.file.name)])
     return found.latest_version
+
+
+def _in_file(parsed: ParsedResults, problem: Problem) -> Problem:
+    """A problem the goldens reader found in the goldens made of the test cases, placed in the
+    results file: `[3].expected_output` -> `testCases[3]`, with the line of that test case."""
+    path = problem.path or ""
+    index = path[1:path.find("]")] if path.startswith("[") and "]" in path else ""
+    if not index.isdigit() or int(index) >= len(parsed.cases):
+        return Problem(problem.message, file=parsed.file.name, case=problem.case)
+    case = parsed.cases[int(index)]
+    field = path[path.find("]") + 1:].lstrip(".")
+    located = locate(parsed.text, case.path) if parsed.text is not None else None
+    return Problem(f"{field}: {problem.message}" if field else problem.message, file=parsed.file.name,
+                   case=problem.case or case.key, path=format_path(case.path),
+                   line=located[0] if located else None, column=located[1] if located else None)
 
 
 def _match(parsed: ParsedResults, version: EvalSetVersion) -> None:
