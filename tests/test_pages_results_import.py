@@ -70,3 +70,16 @@ def test_viewers_may_not_import_and_others_runs_are_not_found(acme: Project, ali
     assert client.post(reverse("run_rescore", args=[run.pk])).status_code == 403
     assert bob_client.post(reverse("run_rescore", args=[run.pk])).status_code == 404
     assert Run.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_run_page_of_an_import_with_outputs_offers_the_rescore(alice_client: Client, acme: Project) -> None:
+    import_demo(acme)
+    _post(alice_client, "test_run.json", DEEPEVAL.read_bytes())
+    report = RESULTS / "agentflow" / "demo_travel_agent.report.json"
+    _post(alice_client, report.name, report.read_bytes())
+    deepeval, agentflow = Run.objects.order_by("pk")
+    page = alice_client.get(reverse("run_detail", args=[deepeval.pk])).content.decode()
+    assert reverse("run_rescore", args=[deepeval.pk]) in page
+    page = alice_client.get(reverse("run_detail", args=[agentflow.pk])).content.decode()
+    assert "Rescore with evalsite" not in page and "trajectory_match" in page
