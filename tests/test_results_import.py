@@ -16,6 +16,7 @@ import pytest
 from evaluations.evalsets.formats.base import EvalSetImportError, SourceFile
 from evaluations.models import CaseResult, EvalSet, Project, Run, Score
 from evaluations.runs.imports import read_results, results_import
+from evaluations.runs.services import native_case
 from tests.engine_helpers import import_demo
 
 RESULTS = Path(__file__).resolve().parent / "data" / "results"
@@ -219,3 +220,18 @@ def test_a_test_case_the_goldens_reader_refuses_is_reported_at_its_place_in_the_
     assert "expected_output" in problem.message
     assert problem.line is not None
     _nothing_written()
+
+
+def test_an_adk_file_with_no_eval_set_to_match_creates_one_from_its_expected_invocations(acme: Project) -> None:
+    run = results_import(project=acme, file=_file(ADK))
+    version = run.evalset_version
+    assert version.evalset.eval_set_id == "demo_travel_agent"
+    assert list(version.cases.order_by("position").values_list("eval_id", "turn_count")) == [
+        ("weather_tokyo", 1), ("weather_paris_followup", 2)]
+    assert run.status == Run.Status.COMPLETED
+    assert CaseResult.objects.filter(run=run).count() == 4  # two iterations of each case; paris ran once
+    assert run.cases_missing == CaseResult.objects.filter(run=run, status="missing").count() == 1
+    assert _scores(run, "weather_paris_followup")  # ADK's scores, on the cases it ran
+    tokyo = native_case(version.cases.get(eval_id="weather_tokyo"))
+    assert "Tokyo" in str(tokyo.conversation[0].user_content.content)
+    assert [c.name for c in tokyo.conversation[0].expected_tool_trajectory] == ["get_weather"]

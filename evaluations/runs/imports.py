@@ -7,8 +7,10 @@ Read, one JSON file at a time (the format is recognised by its keys):
   (`metric_name`, `threshold`, `score`, `eval_status` 1 passed / 2 failed / 3 not evaluated,
   `details`), per turn `eval_metric_result_per_invocation[].eval_metric_results[]`, the case's
   `final_eval_status`; the agent's outputs are read as uploaded outputs read them
-  (`runs/targets/uploaded.py`). The file carries no eval cases: the eval set is the one chosen,
-  else the project's eval set whose id is the file's `eval_set_id`.
+  (`runs/targets/uploaded.py`). The eval set is the one chosen, else the project's eval set whose
+  id is the file's `eval_set_id`, else one created from the expected invocations ADK paired the
+  agent's turns with (`eval_metric_result_per_invocation[].expected_invocation`), when every case
+  has them.
 - **DeepEval / Confident AI** test runs (`testCases`, `conversationalTestCases`, also wrapped as
   `.deepeval/.latest_test_run.json` writes them, `{"testRunData": {...}}`; each case with
   `metricsData[]`: `name`, `score`, `threshold`, `success`, `reason`, `error`, ...; snake_case
@@ -301,12 +303,17 @@ def _adk(r: _Reader) -> ParsedResults:
             score = _adk_metric(r, metric, mpath, eval_id, -1)
             if score is not None:
                 case.scores.append(score)
+        expected = []
         for turn, (ipath, invocation) in enumerate(r.items(item, "eval_metric_result_per_invocation", path, eval_id,
                                                            required=False)):
+            expected.append(r.get(invocation, "expected_invocation"))
             for mpath, metric in r.items(invocation, "eval_metric_results", ipath, eval_id, required=False):
                 score = _adk_metric(r, metric, mpath, eval_id, turn)
                 if score is not None:
                     case.scores.append(score)
+        if expected and all(isinstance(e, dict) for e in expected):
+            # What ADK paired the agent's turns with: the case, as an ADK EvalCase.
+            case.golden = {"eval_id": eval_id, "conversation": expected}
         cases.append(case)
     if not r.problems:
         outputs = read_outputs([SourceFile(r.file.name, json.dumps(doc).encode() if r.text is None else r.file.data)])
@@ -494,6 +501,26 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
             raise EvalSetImportError("no_evalset", [Problem("the eval set is not in this project",
                                                             file=parsed.file.name)])
         return evalset.latest_version
+    found = None
+    if parsed.eval_set_id:
+        found = (EvalSet.objects.filter(project=project, eval_set_id=parsed.eval_set_id).first()
+                 or EvalSet.objects.filter(project=project, name=parsed.eval_set_id).first())
+    if parsed.tool == "adk" and found is not None and found.latest_version is not None:
+        return found.latest_version  # ADK's expected invocations are the eval set's cases, as it ran them
+    if parsed.carries_cases and parsed.tool == "adk":
+        first: dict[str, dict[str, Any]] = {}
+        for c in parsed.cases:
+            first.setdefault(c.key, c.golden or {})
+        doc = {"eval_set_id": parsed.eval_set_id or stem(parsed.file.name), "eval_cases": list(first.values())}
+        try:
+            outcome = evalset_import(project=project, files=[SourceFile(f"{doc['eval_set_id']}.evalset.json",
+                                                                        json.dumps(doc).encode())],
+                                     format="adk", user=user)
+        except EvalSetImportError as exc:
+            raise EvalSetImportError(exc.code, [Problem(f"the expected invocations are not an ADK eval set: {p}",
+                                                        file=parsed.file.name, case=p.case) for p in exc.problems],
+                                     total=exc.total) from None
+        return outcome[0].version
     if parsed.carries_cases:
         goldens = json.dumps([c.golden for c in parsed.cases]).encode()
         name = f"{stem(parsed.file.name)}.json"
@@ -502,10 +529,6 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
         except EvalSetImportError as exc:  # said of the test cases, where they are in the uploaded file
             raise EvalSetImportError(exc.code, [_in_file(parsed, p) for p in exc.problems], total=exc.total) from None
         return outcome[0].version
-    found = None
-    if parsed.eval_set_id:
-        found = (EvalSet.objects.filter(project=project, eval_set_id=parsed.eval_set_id).first()
-                 or EvalSet.objects.filter(project=project, name=parsed.eval_set_id).first())
     if found is None or found.latest_version is None:
         raise EvalSetImportError("no_evalset", [Problem(
             f"a {parsed.tool} results file does not carry its eval cases, and this project has no eval set "
