@@ -53,12 +53,13 @@ class ResultsImport(APIView):
         responses={201: ResultsImportResultSerializer, **error_responses(*WRITE_ERRORS)},
     )
     def post(self, request: Request) -> Response:
+        slug = request.data.get("project")
+        project = _project(request, slug if isinstance(slug, str) and slug else None)  # who may, before what
         if not request.FILES.get("file"):
             raise ValidationError({"file": ["attach the results file as multipart field `file`"]})
         form = ResultsImportSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        project = _project(request, data.get("project"))
         evalset = None
         if data.get("evalset"):
             evalset = EvalSet.objects.filter(project=project, pk=data["evalset"]).first()
