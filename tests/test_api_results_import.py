@@ -130,3 +130,13 @@ def test_import_then_rescore_then_compare(alice_client: Client, acme: Project) -
     assert csv.status_code == 200
     text = b"".join(csv.streaming_content).decode() if csv.streaming else csv.content.decode()
     assert "Tool Correctness" in text and "test_case_1" in text
+
+
+@pytest.mark.django_db
+def test_an_imported_run_is_not_retried_its_scores_are_the_other_tools(alice_client: Client) -> None:
+    run_id = _post(alice_client, DEEPEVAL, project="acme").json()["run"]["id"]
+    response = alice_client.post(f"/api/v1/runs/{run_id}/retry/", {}, content_type="application/json")
+    assert response.status_code == 400
+    assert "rescore it with evalsite" in json.dumps(response.json())
+    assert Score.objects.filter(run_id=run_id, evaluator="imported:deepeval").count() == 5
+    assert Run.objects.get(pk=run_id).status == Run.Status.COMPLETED
