@@ -235,3 +235,17 @@ def test_an_adk_file_with_no_eval_set_to_match_creates_one_from_its_expected_inv
     tokyo = native_case(version.cases.get(eval_id="weather_tokyo"))
     assert "Tokyo" in str(tokyo.conversation[0].user_content.content)
     assert [c.name for c in tokyo.conversation[0].expected_tool_trajectory] == ["get_weather"]
+
+
+def test_adks_older_double_encoded_result_is_read_and_its_problems_have_no_line(acme: Project) -> None:
+    import_demo(acme)
+    doc = json.loads(ADK.read_text())
+    encoded = json.dumps(json.dumps(doc))
+    run = results_import(project=acme, file=SourceFile("old.evalset_result.json", encoded.encode()))
+    assert Score.objects.filter(run=run, evaluator="imported:adk").exists()
+    doc["eval_case_results"][1]["overall_eval_metric_results"][0]["score"] = "0.5"
+    error = _error(acme, "old.evalset_result.json", json.dumps(json.dumps(doc)))
+    [problem] = error.problems
+    assert problem.path == "eval_case_results[1].overall_eval_metric_results[0].score"
+    assert (problem.case, problem.line) == ("weather_paris_followup", None)
+    assert Run.objects.count() == 1
