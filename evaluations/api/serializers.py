@@ -702,3 +702,21 @@ class NewTokenSerializer(TokenSerializer):
 class RevokedSerializer(serializers.Serializer):
     revoked = serializers.BooleanField(help_text="false when it already was revoked")
     token = TokenSerializer()
+
+
+class ResultsImportSerializer(serializers.Serializer):
+    """The multipart upload of another tool's results file (see `evaluations/runs/imports.py`)."""
+
+    file = serializers.FileField(allow_empty_file=True, help_text="ADK .evalset_result.json, DeepEval test run, "
+                                 "AgentFlow EvalReport or UiPath `uipath eval --output-file` JSON")
+    project = serializers.SlugField(required=False, help_text="project slug; default: your only project")
+    evalset = serializers.IntegerField(required=False, min_value=1, help_text=(
+        "the eval set (its number in evalsite) the results are of; default: created from the file when it "
+        "carries the cases, else the project's eval set the file names"))
+    rescore = serializers.BooleanField(required=False, default=False,
+                                       help_text="also queue a run scoring the same outputs with evalsite")
+
+
+class ResultsImportResultSerializer(serializers.Serializer):
+    run = RunSerializer(help_text="the imported run, completed")
+    rescored = RunSerializer(allow_null=True, help_text="the queued rescoring run, when asked for")

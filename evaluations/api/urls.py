@@ -1,7 +1,7 @@
 from django.urls import path, register_converter
 
 from evaluations.api import common as _schema_extensions  # noqa: F401 - registers the token auth scheme
-from evaluations.api import compare, metrics, projects, runs, triage, views
+from evaluations.api import compare, imports, metrics, projects, runs, triage, views
 from evaluations.converters import IdConverter
 
 # `<id:pk>`: an integer of at most 18 digits (a longer one is a 404, not a database overflow).
@@ -20,6 +20,8 @@ urlpatterns = [
     path("evalsets/<id:pk>/trend/", views.EvalSetTrend.as_view(), name="api_evalset_trend"),
     path("cases/<id:pk>/", views.EvalCaseDetail.as_view(), name="api_case"),
     path("runs/", runs.RunListCreate.as_view(), name="api_runs"),
+    path("runs/import/", imports.ResultsImport.as_view(), name="api_runs_import"),
+    path("runs/<id:pk>/rescore/", imports.RunRescore.as_view(), name="api_run_rescore"),
     path("runs/<id:pk>/", runs.RunDetail.as_view(), name="api_run"),
     path("runs/<id:pk>/cancel/", runs.RunCancel.as_view(), name="api_run_cancel"),
     path("runs/<id:pk>/retry/", runs.RunRetry.as_view(), name="api_run_retry"),

@@ -280,11 +280,11 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
         usage = output.usage()
         result_row = (status, output.error or next((s.error for s in scores if s.error), ""),
                       output.total_latency(), usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
-                      _dumps(output.model_dump(mode="json", exclude_defaults=True)) if store_outputs else None)
+                      dumps(output.model_dump(mode="json", exclude_defaults=True)) if store_outputs else None)
         score_rows = [
             (run.pk, result.pk, s.criterion, s.criterion, Level(s.applies_to).value, s.turn_index, s.node_name,
-             s.score, s.raw_value, s.passed, _dumps(s.threshold.as_dict()) if s.threshold else None,
-             _dumps(s.justification), s.error)
+             s.score, s.raw_value, s.passed, dumps(s.threshold.as_dict()) if s.threshold else None,
+             dumps(s.justification), s.error)
             for s in scores
         ]
         usage_rows = _tool_usage(run.pk, result.pk, output)
@@ -358,7 +358,7 @@ def _store_traces(run: Run, prepared: list[Any]) -> None:
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def _dumps(value: Any) -> str:
+def dumps(value: Any) -> str:
     return _JSON.encode(value)
 
 

@@ -345,6 +345,8 @@ def run_cancel(*, run: Run, user: Any = None) -> bool:
 def run_retry_failed(*, run: Run, user: Any = None) -> int:
     """Re-run only the results that errored or failed, and finish what a cancelled run left
     pending; returns how many results were reset."""
+    if (run.target or {}).get("imported"):
+        raise RunError("an imported run keeps the other tool's scores: rescore it with evalsite instead")
     with transaction.atomic():
         # The result rows first, in pk order, then the run: the order a batch's write takes
         # them in (a batch of a just-cancelled run may still be writing). Counting under

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from evaluations.web.views import accounts, compare, demo, drilldown, evalsets, projects, review, trend
+from evaluations.web.views import accounts, compare, demo, drilldown, evalsets, projects, results_import, review, trend
 from evaluations.web.views import runs as run_views
 from evaluations.web.views import triage as triage_views
 
@@ -29,6 +29,8 @@ urlpatterns = [
     path("runs/<int:run_pk>/case/", review.run_case_by_eval_id, name="run_case_by_eval_id"),
     path("runs/", run_views.run_list, name="run_list"),
     path("runs/new/", run_views.run_new, name="run_new"),
+    path("runs/import/", results_import.results_import_page, name="results_import"),
+    path("runs/<int:pk>/rescore/", results_import.run_rescore_page, name="run_rescore"),
     path("runs/compare/", run_views.run_compare_pick, name="run_compare_pick"),
     path("runs/<int:pk>/", run_views.run_detail, name="run_detail"),
     path("runs/<int:pk>/progress/", run_views.run_progress, name="run_progress"),

@@ -1,0 +1,251 @@
+"""Results import (`evaluations/runs/imports.py`): ADK, DeepEval, AgentFlow and UiPath results files
+become completed runs keeping the other tool's scores, thresholds, verdicts and reasons; bad
+files say where they are wrong and write nothing.
+
+tests/data/results/ holds the files (their provenance: tests/data/results/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluations.evalsets.formats.base import EvalSetImportError, SourceFile
+from evaluations.models import CaseResult, EvalSet, Project, Run, Score
+from evaluations.runs.imports import read_results, results_import
+from evaluations.runs.services import native_case
+from tests.engine_helpers import import_demo
+
+RESULTS = Path(__file__).resolve().parent / "data" / "results"
+ADK = RESULTS / "adk" / "travel_demo_travel_agent_1764000130.53.evalset_result.json"
+
+
+def _file(path: Path) -> SourceFile:
+    return SourceFile(path.name, path.read_bytes())
+
+
+def _scores(run: Run, eval_id: str) -> dict[str, Score]:
+    return {s.criterion: s for s in Score.objects.filter(run=run, result__case__eval_id=eval_id, turn_index=-1)}
+
+
+def _error(project: Project, name: str, doc: Any, **kwargs: Any) -> EvalSetImportError:
+    text = doc if isinstance(doc, str) else json.dumps(doc, indent=2)
+    with pytest.raises(EvalSetImportError) as info:
+        results_import(project=project, file=SourceFile(name, text.encode()), **kwargs)
+    return info.value
+
+
+def _nothing_written() -> None:
+    assert Run.objects.count() == 0
+    assert Score.objects.count() == 0
+
+
+# --- Per format ---------------------------------------------------------------------------------
+
+
+def test_an_adk_eval_history_file_becomes_a_completed_run_of_the_eval_set_it_names(acme: Project) -> None:
+    version = import_demo(acme)
+    run = results_import(project=acme, file=_file(ADK))
+    assert run.status == Run.Status.COMPLETED and run.evalset_version == version
+    assert run.tags == ["imported:adk"] and run.target["imported"] == "adk" and run.target["outputs"] is True
+    tokyo = _scores(run, "weather_tokyo")
+    assert set(tokyo) >= {"tool_trajectory_avg_score", "response_match_score"}
+    response = Score.objects.get(run=run, result__case__eval_id="weather_tokyo", result__iteration=0,
+                                 criterion="response_match_score", turn_index=-1)
+    assert (response.score, response.raw_value, response.passed) == (0.8, 0.8, True)
+    assert response.threshold == {"lower_limit": 0.7}
+    assert response.evaluator == "imported:adk"
+    # Both runs of weather_tokyo (`--num_runs 2`) are iterations 0 and 1; the agent's outputs are kept.
+    results = CaseResult.objects.filter(run=run, case__eval_id="weather_tokyo").order_by("iteration")
+    assert [r.iteration for r in results] == [0, 1]
+    assert results[0].output["turns"][0]["tool_calls"][0]["name"] == "get_weather"
+    # The summary is computed as for any run, under ADK's metric names.
+    assert "response_match_score" in run.summary["criteria"]
+    assert run.cases_missing == CaseResult.objects.filter(run=run, status="missing").count() > 0
+
+
+def test_a_deepeval_test_run_creates_its_eval_set_and_keeps_every_metric_as_deepeval_computed_it(
+        acme: Project) -> None:
+    run = results_import(project=acme, file=_file(RESULTS / "deepeval" / "test_run.json"))
+    assert run.status == Run.Status.COMPLETED
+    evalset = EvalSet.objects.get(project=acme)
+    assert evalset.latest_version.case_count == 3
+    assert list(evalset.latest_version.cases.order_by("position").values_list("eval_id", flat=True)) == [
+        "test_case_0", "test_case_1", "test_case_2"]
+    first = _scores(run, "test_case_0")
+    relevancy = first["Answer Relevancy"]
+    assert relevancy.score == relevancy.raw_value == 0.9285714285714286
+    assert relevancy.passed is True and relevancy.threshold == {"lower_limit": 0.7}
+    assert relevancy.justification["reason"].startswith("The score is 0.93")
+    assert relevancy.justification["evaluation_model"] == "gpt-4o"
+    assert relevancy.evaluator == "imported:deepeval"
+    statuses = dict(CaseResult.objects.filter(run=run).values_list("case__eval_id", "status"))
+    assert statuses == {"test_case_0": "passed", "test_case_1": "failed", "test_case_2": "passed"}
+    assert (run.cases_done, run.cases_failed) == (3, 1)
+    assert run.summary["criteria"]["Tool Correctness"]["pass_rate"] == 0.5
+    assert run.criteria_order == ["Answer Relevancy", "Tool Correctness"]
+    output = CaseResult.objects.get(run=run, case__eval_id="test_case_0").output
+    assert output["turns"][0]["final_response"] == "Your parcel P-9 is out for delivery today."
+    assert output["turns"][0]["tool_calls"][0]["name"] == "track_parcel"
+    # The same file again: the same eval-set version, a second run.
+    again = results_import(project=acme, file=_file(RESULTS / "deepeval" / "test_run.json"))
+    assert again.evalset_version == run.evalset_version
+
+
+def test_a_conversational_deepeval_test_run_keeps_judge_errors_as_errors(acme: Project) -> None:
+    run = results_import(project=acme, file=_file(RESULTS / "deepeval" / "conversational_test_run.json"))
+    refund = CaseResult.objects.get(run=run, case__eval_id="refund_flow")
+    assert refund.status == "passed"
+    assert [t["final_response"] for t in refund.output["turns"]] == [
+        "Sorry about that. What is your order number?", "Your refund for order 4417 has started; it takes 3-5 days."]
+    smalltalk = CaseResult.objects.get(run=run, case__eval_id="smalltalk")
+    assert smalltalk.status == "failed"  # DeepEval's own verdict
+    [score] = Score.objects.filter(result=smalltalk)
+    assert (score.score, score.passed, score.error) == (None, False, "The judge returned invalid JSON.")
+
+
+def test_an_agentflow_report_is_matched_by_eval_id_against_the_eval_set(acme: Project) -> None:
+    import_demo(acme)
+    run = results_import(project=acme, file=_file(RESULTS / "agentflow" / "demo_travel_agent.report.json"))
+    statuses = dict(CaseResult.objects.filter(run=run).values_list("case__eval_id", "status"))
+    assert statuses["weather_tokyo"] == "passed"
+    assert statuses["order_status"] == "failed"
+    assert statuses["smalltalk_no_tools"] == "error"
+    assert statuses["flight_search_lis"] == "missing"
+    trajectory = _scores(run, "order_status")["trajectory_match"]
+    assert (trajectory.score, trajectory.passed, trajectory.threshold) == (0.0, False, {"lower_limit": 0.8})
+    assert trajectory.justification["details"]["expected"] == ["get_order"]
+    assert CaseResult.objects.get(run=run, case__eval_id="smalltalk_no_tools").error.startswith("TimeoutError")
+    assert run.target["outputs"] is False
+
+
+def test_uipath_results_are_matched_by_case_name_and_keep_uipaths_scale(acme: Project) -> None:
+    evalset = import_demo(acme).evalset
+    run = results_import(project=acme, file=_file(RESULTS / "uipath" / "results.json"), evalset=evalset)
+    exact = _scores(run, "order_status")["ExactMatchEvaluator"]
+    assert (exact.raw_value, exact.score, exact.passed, exact.threshold) == (0.0, 0.0, None, None)
+    judge = _scores(run, "order_status")["LLMJudgeEvaluator"]
+    assert (judge.raw_value, judge.score) == (100.0, 1.0)
+    assert judge.justification["details"] == "The answer states the order status correctly."
+    assert _scores(run, "weather_tokyo")["JsonSimilarityEvaluator"].raw_value == 1.0
+    assert run.status == Run.Status.COMPLETED
+
+
+# --- Bad input: where it is wrong, and nothing written -----------------------------------------
+
+
+def test_a_deepeval_metric_with_a_text_score_names_its_case_field_and_line(acme: Project) -> None:
+    doc = json.loads((RESULTS / "deepeval" / "test_run.json").read_text())
+    doc["testCases"][1]["metricsData"][0]["score"] = "high"
+    error = _error(acme, "bad.json", doc)
+    [problem] = error.problems
+    assert (problem.file, problem.case, problem.path) == ("bad.json", "test_case_1", "testCases[1].metricsData[0].score")
+    assert problem.line is not None
+    text = json.dumps(doc, indent=2).splitlines()
+    assert '"high"' in text[problem.line - 1]
+    assert EvalSet.objects.count() == 0
+    _nothing_written()
+
+
+def test_an_agentflow_report_for_eval_ids_the_set_lacks_is_refused_whole(acme: Project) -> None:
+    import_demo(acme)
+    doc = json.loads((RESULTS / "agentflow" / "demo_travel_agent.report.json").read_text())
+    doc["results"][2]["eval_id"] = "no_such_case"
+    error = _error(acme, "report.json", doc)
+    assert error.code == "unknown_cases"
+    assert (error.problems[0].case, error.problems[0].path) == ("no_such_case", "results[2]")
+    _nothing_written()
+
+
+def test_missing_required_fields_are_all_reported(acme: Project) -> None:
+    import_demo(acme)
+    doc = {"report_id": "r", "eval_set_id": "demo_travel_agent",
+           "results": [{"eval_id": "weather_tokyo", "criterion_results": [{"criterion": "x", "passed": True}]}]}
+    error = _error(acme, "report.json", doc)
+    assert {p.path for p in error.problems} == {"results[0].passed", "results[0].criterion_results[0].score"}
+    _nothing_written()
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    ("", "empty"),
+    ("{\"testCases\": [", "invalid_json"),
+    ("[1, 2]", "unknown_format"),
+    ("{\"report_id\": \"r\", \"eval_set_id\": \"demo_travel_agent\", \"results\": []}", "empty"),
+])
+def test_files_that_are_not_results_say_so(acme: Project, text: str, code: str) -> None:
+    assert _error(acme, "x.json", text).code == code
+    _nothing_written()
+
+
+def test_a_file_without_cases_and_no_eval_set_to_match_asks_for_one(acme: Project) -> None:
+    error = _error(acme, "report.json", (RESULTS / "agentflow" / "demo_travel_agent.report.json").read_text())
+    assert error.code == "no_evalset"
+    assert "demo_travel_agent" in error.problems[0].message
+    _nothing_written()
+
+
+def test_an_eval_set_of_another_project_is_refused(acme: Project, globex: Project) -> None:
+    evalset = import_demo(globex).evalset
+    error = _error(acme, "results.json", (RESULTS / "uipath" / "results.json").read_text(), evalset=evalset)
+    assert error.code == "no_evalset"
+    _nothing_written()
+
+
+def test_read_results_recognises_each_tool() -> None:
+    assert [read_results(_file(p)).tool for p in (ADK, RESULTS / "deepeval" / "test_run.json",
+                                                 RESULTS / "agentflow" / "demo_travel_agent.report.json",
+                                                 RESULTS / "uipath" / "results.json")] == [
+        "adk", "deepeval", "agentflow", "uipath"]
+
+
+def test_deepevals_latest_test_run_file_wraps_the_run_and_paths_say_so(acme: Project) -> None:
+    doc = json.loads((RESULTS / "deepeval" / "test_run.json").read_text())
+    wrapped = {"testRunData": doc, "testRunLink": None}
+    run = results_import(project=acme, file=SourceFile(".latest_test_run.json", json.dumps(wrapped).encode()))
+    assert Score.objects.filter(run=run, evaluator="imported:deepeval").count() == 5
+    doc["testCases"][0]["metricsData"][0]["threshold"] = "0.7"
+    error = _error(acme, ".latest_test_run.json", {"testRunData": doc})
+    assert error.problems[0].path == "testRunData.testCases[0].metricsData[0].threshold"
+
+
+def test_a_test_case_the_goldens_reader_refuses_is_reported_at_its_place_in_the_results_file(acme: Project) -> None:
+    doc = json.loads((RESULTS / "deepeval" / "test_run.json").read_text())
+    doc["testCases"][2]["expectedOutput"] = {"not": "text"}
+    error = _error(acme, "run.json", doc)
+    [problem] = error.problems
+    assert (problem.file, problem.case, problem.path) == ("run.json", "test_case_2", "testCases[2]")
+    assert "expected_output" in problem.message
+    assert problem.line is not None
+    _nothing_written()
+
+
+def test_an_adk_file_with_no_eval_set_to_match_creates_one_from_its_expected_invocations(acme: Project) -> None:
+    run = results_import(project=acme, file=_file(ADK))
+    version = run.evalset_version
+    assert version.evalset.eval_set_id == "demo_travel_agent"
+    assert list(version.cases.order_by("position").values_list("eval_id", "turn_count")) == [
+        ("weather_tokyo", 1), ("weather_paris_followup", 2)]
+    assert run.status == Run.Status.COMPLETED
+    assert CaseResult.objects.filter(run=run).count() == 4  # two iterations of each case; paris ran once
+    assert run.cases_missing == CaseResult.objects.filter(run=run, status="missing").count() == 1
+    assert _scores(run, "weather_paris_followup")  # ADK's scores, on the cases it ran
+    tokyo = native_case(version.cases.get(eval_id="weather_tokyo"))
+    assert "Tokyo" in str(tokyo.conversation[0].user_content.content)
+    assert [c.name for c in tokyo.conversation[0].expected_tool_trajectory] == ["get_weather"]
+
+
+def test_adks_older_double_encoded_result_is_read_and_its_problems_have_no_line(acme: Project) -> None:
+    import_demo(acme)
+    doc = json.loads(ADK.read_text())
+    encoded = json.dumps(json.dumps(doc))
+    run = results_import(project=acme, file=SourceFile("old.evalset_result.json", encoded.encode()))
+    assert Score.objects.filter(run=run, evaluator="imported:adk").exists()
+    doc["eval_case_results"][1]["overall_eval_metric_results"][0]["score"] = "0.5"
+    error = _error(acme, "old.evalset_result.json", json.dumps(json.dumps(doc)))
+    [problem] = error.problems
+    assert problem.path == "eval_case_results[1].overall_eval_metric_results[0].score"
+    assert (problem.case, problem.line) == ("weather_paris_followup", None)
+    assert Run.objects.count() == 1
