@@ -129,7 +129,7 @@ def test_the_page_shows_means_best_latency_and_matrix(runs: list[Run], alice_cli
     assert "✗ fail" in page and "✓ pass" in page
     assert "Item 3 is in stock." in page  # a one-line output in a cell
     ordered = alice_client.get(nway_url(runs, sort="case")).content.decode()
-    first = [line for line in ordered.splitlines() if "case=case_" in line][0]
+    first = next(line for line in ordered.splitlines() if "case=case_" in line)
     assert "case_0000" in first
 
 
@@ -244,3 +244,45 @@ def test_leaderboard_ranks_latest_run_per_model_branch_config(runs: list[Run], a
     text = page.content.decode()
     assert 'data-testid="leaderboard"' in text and "◆ on the front" in text
     assert 'class="plotly-figure"' in text and "<script>" not in text
+
+
+# --- API ----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_api_answers_the_pages_numbers(runs: list[Run], alice_client: Client) -> None:
+    response = alice_client.get("/api/v1/compare/runs/", {"runs": ",".join(str(r.pk) for r in runs)})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["reference"] == runs[0].pk
+    assert [r["id"] for r in body["runs"]] == [r.pk for r in runs]
+    assert "Holm" in body["correction"]
+    line = next(c for c in body["criteria"] if "trajectory" in c["name"])
+    perfect = line["runs"][1]
+    assert perfect["best"] and perfect["p_holm"] == pytest.approx(3 * 2 / 1024)
+    assert line["runs"][0]["mean"] == pytest.approx(20 / 30)
+    matrix = body["matrix"]
+    assert matrix["count"] == CASES and len(matrix["results"]) == CASES
+    assert matrix["results"][0]["eval_id"] == "case_0009" and matrix["results"][0]["disagreement"] == 2
+    assert [c["outcome"] for c in matrix["results"][0]["cells"]] == ["fail", "pass", "pass", "fail"]
+    assert body["page_url"].startswith("http://testserver/compare/runs/?runs=")
+
+
+@pytest.mark.django_db
+def test_api_errors(runs: list[Run], alice_client: Client, bob_client: Client) -> None:
+    ids = ",".join(str(r.pk) for r in runs)
+    bad = alice_client.get("/api/v1/compare/runs/", {"runs": str(runs[0].pk)})
+    assert bad.status_code == 400 and bad.json()["problems"][0]["path"] == "runs"
+    wrong_ref = alice_client.get("/api/v1/compare/runs/", {"runs": ids, "reference": 999999})
+    assert wrong_ref.status_code == 400
+    assert bob_client.get("/api/v1/compare/runs/", {"runs": ids}).status_code == 404
+
+
+def test_the_api_is_in_the_schema() -> None:
+    import yaml
+
+    schema = yaml.safe_load(Client().get("/api/schema/").content)
+    operation = schema["paths"]["/api/v1/compare/runs/"]["get"]
+    assert operation["operationId"] == "compare_several_runs"
+    assert {"runs", "reference", "criterion", "sort", "page"} <= {p["name"] for p in operation["parameters"]}
+    assert {"200", "400", "401", "403", "404"} <= set(operation["responses"])
