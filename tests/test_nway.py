@@ -231,9 +231,14 @@ def test_leaderboard_ranks_latest_run_per_model_branch_config(runs: list[Run], a
     assert top.mean.mean == pytest.approx(1.0) and top.rank == 1  # type: ignore[union-attr]
     second = board.entries[1].mean
     assert second is not None and second.mean == pytest.approx(27 / 30)
-    # 27 ones and 3 zeros: sample sd sqrt(0.9 x 0.1 x 30/29)
+    # 27 ones and 3 zeros: sample sd sqrt(0.9 x 0.1 x 30/29); 0.9 + 0.109 is clipped to 1
     half = nway.Z95 * math.sqrt(0.09 * 30 / 29 / 30)
-    assert second.low == pytest.approx(0.9 - half) and second.high == pytest.approx(0.9 + half)
+    assert half == pytest.approx(0.109187, abs=1e-6)
+    assert second.low == pytest.approx(0.9 - half) and second.high == 1.0
+    # every run answers the same text: one mean for all, one shared rank, an interval kept in [0, 1]
+    response = leaderboard.leaderboard(evalset, criterion="response_match")
+    assert {e.rank for e in response.entries} == {1}
+    assert all(e.mean and e.mean.high is not None and e.mean.high <= 1.0 for e in response.entries)
     only_feature = leaderboard.leaderboard(evalset, branch="feature")
     assert [e.run.pk for e in only_feature.entries] == [feature.pk]
     # latency: every run has the same latencies, so only the best quality is on the front

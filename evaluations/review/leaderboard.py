@@ -74,8 +74,13 @@ def leaderboard(evalset: EvalSet, *, criterion: str = "", branch: str = "", mode
         entries.append(entry)
     entries.sort(key=lambda e: (e.mean is None or e.mean.mean is None, -(e.mean.mean or 0) if e.mean else 0,
                                 -e.run.pk))
-    for rank, entry in enumerate(entries, 1):
-        entry.rank = rank if entry.mean and entry.mean.mean is not None else None
+    previous: float | None = None
+    for position, entry in enumerate(entries, 1):  # equal means share a rank (1, 1, 3)
+        if entry.mean is None or entry.mean.mean is None:
+            continue
+        same = previous is not None and entry.mean.mean == previous
+        entry.rank = entries[position - 2].rank if same else position
+        previous = entry.mean.mean
     placed = [e for e in entries if e.mean and e.mean.mean is not None and e.axis_value is not None]
     points = [(e.mean.mean, e.axis_value) for e in placed]  # type: ignore[union-attr]
     for entry, on_front in zip(placed, pareto_front(points), strict=True):  # type: ignore[arg-type]

@@ -3,8 +3,9 @@
 cases x runs.
 
 **Each run's mean** of a criterion is over its conversation-level scores, with a 95% normal
-interval, mean +- 1.96 s / sqrt(n) (s the sample standard deviation), from three aggregates the
-database computes (count, mean, mean of squares): no score is read into Python.
+interval, mean +- 1.96 s / sqrt(n) (s the sample standard deviation), clipped to the scores'
+range [0, 1], from three aggregates the database computes (count, mean, mean of squares): no
+score is read into Python.
 
 **Against the reference** every other run is compared with the reference run by the
 two-run comparison (`comparison.comparison_get`, stored once both runs finished): the paired
@@ -164,6 +165,8 @@ def criterion_means(run_ids: Sequence[int]) -> dict[tuple[int, str], MeanCell]:
     cells = {}
     for row in rows:
         interval = normal_mean_ci(row["n"], row["mean"], row["mean_sq"])
+        if interval is not None:  # scores are normalised to [0, 1]: so is the interval
+            interval = (max(0.0, interval[0]), min(1.0, interval[1]))
         cells[(row["run_id"], row["criterion"])] = MeanCell(row["n"], row["mean"], *(interval or (None, None)))
     return cells
 
