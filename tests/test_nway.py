@@ -291,3 +291,17 @@ def test_the_api_is_in_the_schema() -> None:
     assert operation["operationId"] == "compare_several_runs"
     assert {"runs", "reference", "criterion", "sort", "page"} <= {p["name"] for p in operation["parameters"]}
     assert {"200", "400", "401", "403", "404"} <= set(operation["responses"])
+
+
+@pytest.mark.django_db
+def test_means_from_the_run_summary_agree_with_the_scores(runs: list[Run]) -> None:
+    from_summary = nway.criterion_means(runs)
+    for run in runs:
+        run.summary = None  # what a run without a stored summary gets: one GROUP BY over its scores
+    from_scores = nway.criterion_means(runs)
+    assert from_summary.keys() == from_scores.keys() and from_summary
+    for key, cell in from_summary.items():
+        other = from_scores[key]
+        assert cell.n == other.n
+        assert cell.mean == pytest.approx(other.mean)
+        assert (cell.low, cell.high) == pytest.approx((other.low, other.high))

@@ -2,8 +2,8 @@
 ranked by one criterion's mean with its 95% interval, with cost and p95 latency beside it,
 and which of them are on the Pareto front of quality against cost or latency.
 
-Runs are read without their results: the means come from one aggregate query over the
-ranked runs' scores (`nway.criterion_means`), cost and latency from each run's stored summary.
+Runs are read without their results: the means, cost and latency come from each run's
+stored summary (`nway.criterion_means`).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def leaderboard(evalset: EvalSet, *, criterion: str = "", branch: str = "", mode
     chosen = [run for run in latest.values()
               if (not branch or run.branch == branch) and (not model or run.model == model)]
     chosen = chosen[:MAX_ENTRIES]
-    means = criterion_means([run.pk for run in chosen])
+    means = criterion_means(chosen)
     criteria = sorted({name for _, name in means})
     if criterion not in criteria:
         criterion = criteria[0] if criteria else ""

@@ -4,11 +4,12 @@ cases x runs.
 
 **Each run's mean** of a criterion is over its conversation-level scores, with a 95% normal
 interval, mean +- 1.96 s / sqrt(n) (s the sample standard deviation), clipped to the scores'
-range [0, 1], from three aggregates the database computes (count, mean, mean of squares): no
-score is read into Python.
+range [0, 1], from the aggregates the database computed when the run finished (count, mean,
+standard deviation, in the run's summary): no score is read into Python.
 
 **Against the reference** every other run is compared with the reference run by the
-two-run comparison (`comparison.comparison_get`, stored once both runs finished): the paired
+two-run comparison (`comparison.comparison_get`, stored once both runs finished; only its
+per-criterion part is read back, `pairwise_criteria`): the paired
 bootstrap interval of the mean delta, and the exact McNemar test of the pass/fail flips.
 With N runs that is N - 1 tests per criterion, so the McNemar p-values are Holm-corrected
 (`holm`) to keep the family-wise error at 5%. The best run of a criterion is marked only
@@ -36,7 +37,7 @@ from django.db.models import Case, Count, F, IntegerField, Min, Q, QuerySet, Val
 from django.db.models.fields.json import KT
 from django.db.models.functions import Least
 
-from evaluations.models import CaseResult, Run, Score, ToolUsage
+from evaluations.models import CaseResult, Comparison, Run, Score, ToolUsage
 from evaluations.review import comparison
 from evaluations.review.statistics import SIGNIFICANCE
 
@@ -155,20 +156,38 @@ class MeanCell:
     high: float | None
 
 
-def criterion_means(run_ids: Sequence[int]) -> dict[tuple[int, str], MeanCell]:
+def criterion_means(runs: Sequence[Run]) -> dict[tuple[int, str], MeanCell]:
     """(run id, criterion) -> the mean of its conversation-level scores with a 95% interval.
-    One GROUP BY query."""
-    rows = (Score.objects.filter(run_id__in=list(run_ids), applies_to=Score.Level.CONVERSATION,
-                                 score__isnull=False)
-            .values("run_id", "criterion")
-            .annotate(n=Count("score"), mean=_avg("score"), mean_sq=_avg(F("score") * F("score"))))
-    cells = {}
-    for row in rows:
-        interval = normal_mean_ci(row["n"], row["mean"], row["mean_sq"])
-        if interval is not None:  # scores are normalised to [0, 1]: so is the interval
-            interval = (max(0.0, interval[0]), min(1.0, interval[1]))
-        cells[(row["run_id"], row["criterion"])] = MeanCell(row["n"], row["mean"], *(interval or (None, None)))
+
+    From each run's stored summary (`runs.services.run_summary`, aggregates the database
+    computed when the run finished: count, mean, population standard deviation; n is the
+    count less the scores that errored, which have no value), so no query at all; runs without
+    one are aggregated in one GROUP BY query."""
+    cells: dict[tuple[int, str], MeanCell] = {}
+    missing = []
+    for run in runs:
+        criteria = (run.summary or {}).get("criteria")
+        if not isinstance(criteria, dict):
+            missing.append(run.pk)
+            continue
+        for name, stats in criteria.items():
+            mean, sd = stats.get("mean"), stats.get("std_dev")
+            n = int(stats.get("count") or 0) - int(stats.get("errors") or 0)
+            cells[(run.pk, name)] = _cell(n, mean, None if mean is None or sd is None else sd * sd + mean * mean)
+    if missing:
+        rows = (Score.objects.filter(run_id__in=missing, applies_to=Score.Level.CONVERSATION, score__isnull=False)
+                .values("run_id", "criterion")
+                .annotate(n=Count("score"), mean=_avg("score"), mean_sq=_avg(F("score") * F("score"))))
+        for row in rows:
+            cells[(row["run_id"], row["criterion"])] = _cell(row["n"], row["mean"], row["mean_sq"])
     return cells
+
+
+def _cell(n: int, mean: float | None, mean_sq: float | None) -> MeanCell:
+    interval = normal_mean_ci(n, mean, mean_sq)
+    if interval is not None:  # scores are normalised to [0, 1]: so is the interval
+        interval = (max(0.0, interval[0]), min(1.0, interval[1]))
+    return MeanCell(n, mean, *(interval or (None, None)))
 
 
 def _avg(expression: Any) -> Any:
@@ -223,9 +242,9 @@ class NwaySummary:
 def nway_summary(runs: list[Run], reference: Run, labels: list[str]) -> NwaySummary:
     """Everything above the matrix. Pairwise comparisons come from `comparison_get` (stored
     once computed); the per-run means from one aggregate query."""
-    means = criterion_means([run.pk for run in runs])
-    pairs = {run.pk: {c["name"]: c for c in comparison.comparison_get(baseline=reference, candidate=run)["criteria"]}
-             for run in runs if run.pk != reference.pk}
+    means = criterion_means(runs)
+    pairs = {pk: {c["name"]: c for c in criteria}
+             for pk, criteria in pairwise_criteria(reference, [run for run in runs if run.pk != reference.pk]).items()}
     names = sorted({name for _, name in means} | {name for pair in pairs.values() for name in pair})
     columns = []
     for run, label in zip(runs, labels, strict=True):
@@ -253,6 +272,26 @@ def nway_summary(runs: list[Run], reference: Run, labels: list[str]) -> NwaySumm
         _mark_best(line, runs, reference)
         lines.append(line)
     return NwaySummary(columns, reference, lines)
+
+
+def pairwise_criteria(reference: Run, others: list[Run]) -> dict[int, list[dict[str, Any]]]:
+    """Run id -> the per-criterion statistics of its comparison with the reference. Stored
+    comparisons that are still current give only their `criteria`, extracted by the
+    database in one query (decoding whole summaries, a row per case each, would cost more
+    than the rest of the page); the others are computed and stored (`comparison_get`)."""
+    found: dict[int, list[dict[str, Any]]] = {}
+    finished = {run.pk: run.finished_at for run in others}
+    for candidate_id, version, baseline_at, candidate_at, criteria in (
+            Comparison.objects.filter(baseline=reference, candidate_id__in=list(finished))
+            .values_list("candidate_id", "version", "baseline_finished_at", "candidate_finished_at",
+                         "summary__criteria")):
+        if (version == comparison.SUMMARY_VERSION and baseline_at == reference.finished_at
+                and candidate_at == finished[candidate_id] and isinstance(criteria, list)):
+            found[candidate_id] = criteria
+    for run in others:
+        if run.pk not in found:
+            found[run.pk] = comparison.comparison_get(baseline=reference, candidate=run)["criteria"]
+    return found
 
 
 def _mark_best(line: CriterionLine, runs: list[Run], reference: Run) -> None:
