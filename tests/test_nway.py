@@ -222,6 +222,7 @@ def test_leaderboard_ranks_latest_run_per_model_branch_config(runs: list[Run], a
                        labels={"model": "m-1", "branch": "feature"})
     evalset = version.evalset
     name = next(n for n in leaderboard.leaderboard(evalset).criteria if "trajectory" in n)
+    assert leaderboard.leaderboard(evalset).criterion == name  # the default: the runs differ most on it
     board = leaderboard.leaderboard(evalset, criterion=name)
     assert board.criterion == name
     shown = [e.run.pk for e in board.entries]
@@ -267,6 +268,7 @@ def test_api_answers_the_pages_numbers(runs: list[Run], alice_client: Client) ->
     assert perfect["best"] and perfect["p_holm"] == pytest.approx(3 * 2 / 1024)
     assert line["runs"][0]["mean"] == pytest.approx(20 / 30)
     matrix = body["matrix"]
+    assert matrix["criterion"] == line["name"]  # the criterion with a significant best, by default
     assert matrix["count"] == CASES and len(matrix["results"]) == CASES
     assert matrix["results"][0]["eval_id"] == "case_0009" and matrix["results"][0]["disagreement"] == 2
     assert [c["outcome"] for c in matrix["results"][0]["cells"]] == ["fail", "pass", "pass", "fail"]

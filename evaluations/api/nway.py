@@ -33,7 +33,9 @@ CORRECTION = ("Each run is tested against the reference with an exact McNemar te
 class NwayQuerySerializer(serializers.Serializer):
     runs = serializers.CharField(help_text="2 to 8 ids of completed runs of one eval set, comma-separated")
     reference = serializers.IntegerField(required=False, help_text="one of `runs` (default: the first)")
-    criterion = serializers.CharField(required=False, default="", help_text="the criterion of the matrix's scores")
+    criterion = serializers.CharField(required=False, default="",
+                                      help_text="the criterion of the matrix's scores (default: one with a "
+                                                "significant best run, else the one the runs differ most on)")
     sort = serializers.ChoiceField(choices=list(nway.SORTS), default="disagreement",
                                    help_text="matrix order: the cases the runs split on most first, or eval set order")
     page = serializers.IntegerField(required=False, default=1, min_value=1, help_text="matrix page (50 cases)")
@@ -153,7 +155,7 @@ class NwayCompareView(APIView):
         labels = [run_label(run) for run in runs]
         summary = nway.nway_summary(runs, reference, labels)
         names = [line.name for line in summary.criteria]
-        criterion = params["criterion"] if params["criterion"] in names else (names[0] if names else "")
+        criterion = params["criterion"] if params["criterion"] in names else nway.default_criterion(summary)
         run_ids = [run.pk for run in runs]
         offset = (params["page"] - 1) * nway.CASES_PER_PAGE
         rows = nway.matrix_rows(run_ids, sort=params["sort"], criterion=criterion, offset=offset,

@@ -46,7 +46,7 @@ class Leaderboard:
 def leaderboard(evalset: EvalSet, *, criterion: str = "", branch: str = "", model: str = "",
                 axis: str = "cost") -> Leaderboard:
     """The latest completed run per (model, branch, config hash), filtered by branch and model,
-    ranked by `criterion` (default: the first criterion in name order)."""
+    ranked by `criterion` (default: the one whose means differ most, ties by name)."""
     runs = list(Run.objects.filter(evalset_version__evalset=evalset, status=Run.Status.COMPLETED)
                 .only("pk", "name", "model", "branch", "git_commit", "config", "summary", "finished_at",
                       "created_at", "project_id", "evalset_version_id")
@@ -62,8 +62,12 @@ def leaderboard(evalset: EvalSet, *, criterion: str = "", branch: str = "", mode
     chosen = chosen[:MAX_ENTRIES]
     means = criterion_means(chosen)
     criteria = sorted({name for _, name in means})
-    if criterion not in criteria:
-        criterion = criteria[0] if criteria else ""
+    if criterion not in criteria and criteria:  # default: the criterion the runs differ most on
+        def spread(name: str) -> float:
+            values = [cell.mean for (_, n), cell in means.items() if n == name and cell.mean is not None]
+            return max(values) - min(values) if values else 0.0
+
+        criterion = max(criteria, key=lambda name: (spread(name), [-ord(c) for c in name]))
     axis = axis if axis in AXES else "cost"
     entries = []
     for run in chosen:

@@ -274,6 +274,19 @@ def nway_summary(runs: list[Run], reference: Run, labels: list[str]) -> NwaySumm
     return NwaySummary(columns, reference, lines)
 
 
+def default_criterion(summary: NwaySummary) -> str:
+    """The criterion the matrix shows when none is asked for: one with a marked best run,
+    else the one whose run means are furthest apart, else the first."""
+    def spread(line: CriterionLine) -> float:
+        means = [cell.mean.mean for cell in line.cells if cell.mean and cell.mean.mean is not None]
+        return max(means) - min(means) if means else 0.0
+
+    if not summary.criteria:
+        return ""
+    marked = [line for line in summary.criteria if line.best_index is not None]
+    return max(marked or summary.criteria, key=spread).name
+
+
 def pairwise_criteria(reference: Run, others: list[Run]) -> dict[int, list[dict[str, Any]]]:
     """Run id -> the per-criterion statistics of its comparison with the reference. Stored
     comparisons that are still current give only their `criteria`, extracted by the

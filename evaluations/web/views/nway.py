@@ -109,7 +109,7 @@ def _nway_body(request: HttpRequest, runs: list[Run], reference: Run, labels: li
     names = [line.name for line in summary.criteria]
     criterion = request.GET.get("criterion", "")
     if criterion not in names:
-        criterion = names[0] if names else ""
+        criterion = nway.default_criterion(summary)
     sort = request.GET.get("sort", "disagreement")
     sort = sort if sort in nway.SORTS else "disagreement"
     ids = [run.pk for run in runs]
