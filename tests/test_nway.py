@@ -127,7 +127,8 @@ def test_the_page_shows_means_best_latency_and_matrix(runs: list[Run], alice_cli
     assert "case_0009" in first_rows[0] and "case_0010" in first_rows[1]
     assert "split 2" in page
     assert "✗ fail" in page and "✓ pass" in page
-    assert "Item 3 is in stock." in page  # a one-line output in a cell
+    assert "Item 11 is in stock." in page  # a one-line output in a passing cell
+    assert 'call: lookup {&quot;id&quot;: 0}' in page  # the call of a failing one
     ordered = alice_client.get(nway_url(runs, sort="case")).content.decode()
     first = next(line for line in ordered.splitlines() if "case=case_" in line)
     assert "case_0000" in first
@@ -156,6 +157,7 @@ def test_csv_of_the_matrix(runs: list[Run], alice_client: Client) -> None:
     assert len(rows) == 1 + CASES
     assert rows[1][0] == "case_0009" and rows[1][1] == "2"
     assert rows[1][2] == "fail" and rows[1][5] == "pass"
+    assert rows[1][4] == 'call: lookup {"id": 0}' and rows[1][7] == "Item 9 is in stock."
 
 
 @pytest.mark.django_db

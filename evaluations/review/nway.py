@@ -17,8 +17,9 @@ when that holds: a run other than the reference whose Holm-adjusted p < 0.05 and
 interval lies above 0, or the reference itself when every other run is significantly worse.
 
 **The matrix** is one row per case (matched by `eval_id`), one column per run: whether the
-case passed (every repeat), failed or errored, its score on one criterion and a line of its
-output. The order "disagreement" puts first the cases the runs split on most evenly: with
+case passed (every repeat), failed or errored, its score on one criterion and a line: the
+failing tool call (one the agent reported failed, else the first call of a failed case), the
+error, or the final response. The order "disagreement" puts first the cases the runs split on most evenly: with
 p runs passing out of m runs having the case, min(p, m - p). Ordering, counting and paging
 are one GROUP BY in the database; a page reads its 50 cases' results and scores only, so a
 page costs the same queries for 10 cases or 10,000.
@@ -110,6 +111,20 @@ def one_line(value: Any, limit: int = LINE_CHARS) -> str:
             value = json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(value.split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def call_line(raw: Any) -> str:
+    """`lookup {"id": 0}` for a tool call (a dict, or its JSON text as the database gives it)."""
+    call = raw
+    if isinstance(raw, str):
+        try:
+            call = json.loads(raw)
+        except ValueError:
+            return one_line(raw)
+    if not isinstance(call, dict):
+        return one_line(call)
+    args = json.dumps(call.get("args", {}), ensure_ascii=False, sort_keys=True, default=str)
+    return one_line(f"{call.get('name', '')} {args}")
 
 
 # --- Reading the runs ---------------------------------------------------------------------
@@ -373,9 +388,11 @@ def matrix_rows(run_ids: Sequence[int], *, sort: str, criterion: str, offset: in
     eval_ids = [row["case__eval_id"] for row in page]
     results = list(CaseResult.objects.filter(run_id__in=list(run_ids), case__eval_id__in=eval_ids)
                    .exclude(status=CaseResult.Status.PENDING)
-                   .annotate(response=KT("output__turns__0__final_response"))
+                   .annotate(response=KT("output__turns__0__final_response"),
+                             first_call=KT("output__turns__0__tool_calls__0"))
                    .order_by("iteration", "pk")
-                   .values("pk", "run_id", "case__eval_id", "iteration", "status", "error", "response"))
+                   .values("pk", "run_id", "case__eval_id", "iteration", "status", "error", "response",
+                           "first_call"))
     pks = [r["pk"] for r in results]
     scores: dict[int, list[float]] = {}
     if criterion:
@@ -404,6 +421,8 @@ def matrix_rows(run_ids: Sequence[int], *, sort: str, criterion: str, offset: in
             values = [v for r in repeats for v in scores.get(r["pk"], [])]
             if first["pk"] in failing:
                 line = f"failing call: {failing[first['pk']]}"
+            elif first["status"] == CaseResult.Status.FAILED and first["first_call"]:
+                line = "call: " + call_line(first["first_call"])
             elif first["status"] == CaseResult.Status.PASSED or not first["error"]:
                 line = one_line(first["response"])
             else:
