@@ -79,6 +79,10 @@ ROUTES = [
     Route("triage_comment", WRITE, "post", data=(("body", "looks flaky to me"),)),
     Route("triage_bulk", WRITE, "post", data=(("status", "flaky"), ("case", "{run}:{base}:{eval_id}"))),
     Route("run_case_by_eval_id", READ, query="?eval_id={eval_id}"),
+    Route("nway_compare", READ, query="?runs={base},{run}"),
+    Route("nway_case", READ, query="?runs={base},{run}&case={eval_id}"),
+    Route("nway_csv", READ, query="?runs={base},{run}"),
+    Route("evalset_leaderboard", READ),
     Route("run_detail", READ),
     Route("run_progress", READ),
     Route("run_cancel", WRITE, "post"),
@@ -127,6 +131,7 @@ ROUTES = [
     Route("api_schema", PUBLIC, scoped=False),
     Route("api_docs", PUBLIC, scoped=False),
     Route("api_compare", READ, api=True, query="?baseline={base}&candidate={run}"),
+    Route("api_compare_runs", READ, api=True, query="?runs={base},{run}"),
 ]
 BY_NAME = {r.name: r for r in ROUTES}
 # The members page's writes and the upload/run APIs take the project in the body, not the URL.
@@ -198,6 +203,7 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
     kwargs: dict[str, Any] = {}
     pattern_kwargs = {
         "evalset_detail": {"pk": w["evalset"].pk}, "evalset_trend": {"pk": w["evalset"].pk},
+        "evalset_leaderboard": {"pk": w["evalset"].pk},
         "version_original": {"pk": w["version"].pk}, "version_native": {"pk": w["version"].pk},
         "case_detail": {"pk": w["case"].pk},
         "project_members": {"slug": "acme"}, "project_activity": {"slug": "acme"},

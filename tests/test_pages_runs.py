@@ -544,12 +544,18 @@ def test_compare_takes_two_ticked_runs_with_the_older_as_baseline(three_runs: li
     assert response["Location"] == f"/compare/?baseline={first.pk}&candidate={second.pk}"
 
 
-@pytest.mark.parametrize("picked", [1, 3])
-def test_compare_needs_exactly_two_runs(three_runs: list[Run], alice_client: Client, picked: int) -> None:
-    query = "&".join(f"run={r.pk}" for r in three_runs[:picked])
-    response = alice_client.get(reverse("run_compare_pick") + "?" + query, follow=True)
+def test_compare_needs_two_runs(three_runs: list[Run], alice_client: Client) -> None:
+    response = alice_client.get(reverse("run_compare_pick") + f"?run={three_runs[0].pk}", follow=True)
     assert response.redirect_chain[0][0] == reverse("run_list")
-    assert "Pick exactly two runs to compare." in html(response)
+    assert "Pick two to eight runs to compare." in html(response)
+
+
+def test_compare_three_runs_side_by_side(three_runs: list[Run], alice_client: Client) -> None:
+    query = "&".join(f"run={r.pk}" for r in reversed(three_runs))
+    response = alice_client.get(reverse("run_compare_pick") + "?" + query)
+    assert response.status_code == 302
+    oldest_first = sorted(three_runs, key=lambda r: (r.created_at, r.pk))
+    assert response["Location"] == reverse("nway_compare") + "?runs=" + "%2C".join(str(r.pk) for r in oldest_first)
 
 
 def test_compare_cannot_reach_another_projects_run(three_runs: list[Run], bob: Any, bob_client: Client,

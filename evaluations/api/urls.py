@@ -1,7 +1,7 @@
 from django.urls import path, register_converter
 
 from evaluations.api import common as _schema_extensions  # noqa: F401 - registers the token auth scheme
-from evaluations.api import compare, imports, metrics, projects, runs, triage, views
+from evaluations.api import compare, imports, metrics, nway, projects, runs, triage, views
 from evaluations.converters import IdConverter
 
 # `<id:pk>`: an integer of at most 18 digits (a longer one is a 404, not a database overflow).
@@ -49,4 +49,5 @@ urlpatterns = [
     path("tokens/", projects.TokenList.as_view(), name="api_tokens"),
     path("tokens/<id:pk>/revoke/", projects.TokenRevoke.as_view(), name="api_token_revoke"),
     path("compare/", compare.CompareView.as_view(), name="api_compare"),
+    path("compare/runs/", nway.NwayCompareView.as_view(), name="api_compare_runs"),
 ]

@@ -1,6 +1,17 @@
 from django.urls import path
 
-from evaluations.web.views import accounts, compare, demo, drilldown, evalsets, projects, results_import, review, trend
+from evaluations.web.views import (
+    accounts,
+    compare,
+    demo,
+    drilldown,
+    evalsets,
+    nway,
+    projects,
+    results_import,
+    review,
+    trend,
+)
 from evaluations.web.views import runs as run_views
 from evaluations.web.views import triage as triage_views
 
@@ -10,6 +21,7 @@ urlpatterns = [
     path("evalsets/upload/", evalsets.evalset_upload, name="evalset_upload"),
     path("evalsets/<int:pk>/", evalsets.evalset_detail, name="evalset_detail"),
     path("evalsets/<int:pk>/trend/", trend.evalset_trend, name="evalset_trend"),
+    path("evalsets/<int:pk>/leaderboard/", nway.evalset_leaderboard, name="evalset_leaderboard"),
     path("evalsets/versions/<int:pk>/original", evalsets.version_original, name="version_original"),
     path("evalsets/versions/<int:pk>/native.json", evalsets.version_native, name="version_native"),
     path("cases/<int:pk>/", evalsets.case_detail, name="case_detail"),
@@ -21,6 +33,9 @@ urlpatterns = [
     path("demo/agent/", demo.demo_agent, name="demo_agent"),
     path("compare/", compare.compare, name="compare"),
     path("compare/export.csv", compare.compare_csv, name="compare_csv"),
+    path("compare/runs/", nway.nway_compare, name="nway_compare"),
+    path("compare/runs/case/", nway.nway_case, name="nway_case"),
+    path("compare/runs/export.csv", nway.nway_csv, name="nway_csv"),
     path("runs/<int:run_pk>/cases/<int:result_pk>/", drilldown.run_case, name="run_case"),
     path("triage/", triage_views.triage_update, name="triage_update"),
     path("triage/<int:pk>/comments/", triage_views.triage_comment, name="triage_comment"),

@@ -3,16 +3,19 @@
 (function () {
   "use strict";
 
-  // Runs list: "Compare" is enabled once exactly two runs are ticked.
+  // Runs list: "Compare" is enabled once two runs are ticked; "Compare N runs" for three to eight.
   function updateCompare(form) {
     var ticked = form.querySelectorAll('input[name="run"]:checked').length;
     var button = form.querySelector("[data-compare-button]");
     var hint = form.querySelector("[data-compare-hint]");
     if (!button) return;
-    button.disabled = ticked !== 2;
+    button.disabled = ticked < 2 || ticked > 8;
+    button.textContent = ticked > 2 ? "Compare " + ticked + " runs" : "Compare";
     if (hint) {
       hint.textContent = ticked === 2 ? "Ready: the older run is the baseline."
-        : ticked > 2 ? "Tick only two runs." : "Tick two runs to compare them (the older is the baseline).";
+        : ticked > 8 ? "Tick at most eight runs."
+        : ticked > 2 ? "Ready: side by side, the oldest is the reference."
+        : "Tick two runs to compare them (the older is the baseline), or up to eight side by side.";
     }
   }
   function initCompare(root) {

@@ -112,9 +112,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_compare_pick(request: HttpRequest) -> HttpResponse:
     """The runs list's checkboxes send `run=a&run=b`: the older run is the baseline."""
     pks = sorted({int(v) for v in request.GET.getlist("run") if v.isdigit()})
+    if 3 <= len(pks) <= 8:  # several runs: side by side, oldest first (the first is the reference)
+        several = listing.runs_for_compare(request.user, pks)
+        if len(several) == len(pks):
+            return HttpResponseRedirect(reverse("nway_compare") + "?"
+                                        + urlencode({"runs": ",".join(str(r.pk) for r in several)}))
     picked = listing.runs_for_compare(request.user, pks) if len(pks) == 2 else []
     if len(picked) != 2:
-        messages.error(request, "Pick exactly two runs to compare.")
+        messages.error(request, "Pick two to eight runs to compare.")
         return HttpResponseRedirect(reverse("run_list"))
     baseline, candidate = picked
     return HttpResponseRedirect(f"{COMPARE_PATH}?{urlencode({'baseline': baseline.pk, 'candidate': candidate.pk})}")
