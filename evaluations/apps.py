@@ -13,11 +13,10 @@ class EvaluationsConfig(AppConfig):
         # transaction, then tells the activity feed and ends the triage of cases that pass
         # again. The hook is wired here so that runs never import review (the data flows
         # runs -> review; see docs/ARCHITECTURE.md).
-        from evaluations.review.completion import on_run_completion
         from evaluations.runs import engine
 
-        if on_run_completion not in engine.completion_hooks:
-            engine.completion_hooks.append(on_run_completion)
+        if _on_run_completion not in engine.completion_hooks:
+            engine.completion_hooks.append(_on_run_completion)
 
         from django_q.signals import post_spawn
 
@@ -31,3 +30,13 @@ def _warm_worker(sender: Any, proc_name: str = "", **kwargs: Any) -> None:
     from evaluations.evaluators import registry
 
     registry()
+
+
+def _on_run_completion(run: Any) -> Any:
+    """review.completion.on_run_completion, imported on a run's completion rather than at
+    start-up: it brings numpy and the statistics, which a web process or an import that never
+    finishes a run need not load (about 20 MB of every process's memory)."""
+    from evaluations.review.completion import on_run_completion
+
+    return on_run_completion(run)
+

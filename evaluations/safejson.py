@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 MAX_DEPTH = 64  # arrays and objects inside each other; real eval sets stay under 15
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18  # 256 KiB: the int64 work arrays of a chunk stay a few MB (peak RSS of an import)
 _QUOTE, _BACKSLASH, _OPEN_ARRAY, _OPEN_OBJECT, _CLOSE_ARRAY, _CLOSE_OBJECT = (ord(c) for c in '"\\[{]}')
 
 
