@@ -11,7 +11,7 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import renderers, serializers
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.fields import empty
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -45,6 +45,20 @@ def query(serializer_class: type[serializers.Serializer], request: Request) -> d
 
 def visible_projects(request: Request) -> QuerySet[Project]:
     return Project.objects.visible_to(request.user)
+
+
+def project_named(request: Request, slug: str | None) -> Project:
+    """The project a write names by slug, or the caller's only project when it names none."""
+    visible = visible_projects(request)
+    if slug:
+        project = visible.filter(slug=slug).first()
+        if project is None:
+            raise NotFound(f"no project {slug!r} that you belong to")
+        return project
+    projects = list(visible[:2])
+    if len(projects) != 1:
+        raise ValidationError({"project": ["say which project (you belong to several, or none)"]})
+    return projects[0]
 
 
 def visible_runs(request: Request) -> QuerySet[Run]:

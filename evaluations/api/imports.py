@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations.api.common import require_writer, responses, visible_projects, visible_runs
+from evaluations.api.common import project_named, require_writer, responses, visible_runs
 from evaluations.api.errors import WRITE_ERRORS, error_responses
 from evaluations.api.parsers import MultiPartParser
 from evaluations.api.serializers import ResultsImportResultSerializer, ResultsImportSerializer, RunSerializer
@@ -25,16 +25,7 @@ from evaluations.runs.imports import results_import, run_rescore
 
 
 def _project(request: Request, slug: str | None) -> Project:
-    visible = visible_projects(request)
-    if slug:
-        project = visible.filter(slug=slug).first()
-        if project is None:
-            raise NotFound(f"no project {slug!r} that you belong to")
-    else:
-        projects = list(visible[:2])
-        if len(projects) != 1:
-            raise ValidationError({"project": ["say which project (you belong to several, or none)"]})
-        project = projects[0]
+    project = project_named(request, slug)
     require_writer(request, project, "import results")
     return project
 

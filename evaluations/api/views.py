@@ -11,14 +11,22 @@ from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.parsers import FormParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations.api.common import BinaryRenderer, DownloadView, download_renderers, query, responses, streamed
+from evaluations.api.common import (
+    BinaryRenderer,
+    DownloadView,
+    download_renderers,
+    project_named,
+    query,
+    responses,
+    streamed,
+)
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
 from evaluations.api.parsers import MultiPartParser
 from evaluations.api.serializers import (
@@ -44,16 +52,7 @@ from evaluations.runs.exports import version_native_chunks
 
 
 def _project_for_upload(request: Request, slug: str | None) -> Project:
-    visible = Project.objects.visible_to(request.user)
-    if slug:
-        project = visible.filter(slug=slug).first()
-        if project is None:
-            raise NotFound(f"no project {slug!r} that you belong to")
-    else:
-        projects = list(visible[:2])
-        if len(projects) != 1:
-            raise ValidationError({"project": ["say which project (you belong to several, or none)"]})
-        project = projects[0]
+    project = project_named(request, slug)
     if not project.can_write(request.user):
         raise PermissionDenied("viewers cannot upload eval sets")
     return project
