@@ -508,6 +508,8 @@ class AuditEvent(models.Model):
         MEMBER_REMOVED = "member.removed"
         TOKEN_CREATED = "token.created"
         TOKEN_REVOKED = "token.revoked"
+        GRADE_ADDED = "grade.added"
+        GRADE_CHANGED = "grade.changed"
 
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -582,3 +584,29 @@ class Comment(models.Model):
 
     def __str__(self) -> str:
         return self.body[:50]
+
+
+class HumanGrade(models.Model):
+    """A person's grade of one criterion of one result: pass or fail, an optional score on
+    the automatic score's [0, 1] scale, a note. One per grader, result and criterion; it is
+    changed in place (see evaluations.review.grades). `run` and `project` are copies of the
+    result's, for the queue's and the calibration's GROUP BYs."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="grades")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="grades")
+    result = models.ForeignKey(CaseResult, on_delete=models.CASCADE, related_name="grades")
+    criterion = models.CharField(max_length=100)
+    grader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="grades")
+    passed = models.BooleanField()
+    score = models.FloatField(null=True, blank=True)
+    note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["result", "criterion", "grader"], name="grade_unique")]
+        indexes = [models.Index(fields=["project", "criterion"], name="grade_project_criterion"),
+                   models.Index(fields=["run", "criterion"], name="grade_run_criterion")]
+
+    def __str__(self) -> str:
+        return f"{self.criterion} of result {self.result_id}: {'pass' if self.passed else 'fail'}"

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from evaluations.evaluators.base import Evaluator, Level, ScoreResult, aligned_turns, register, text_of
-from evaluations.evaluators.judge import explicit_model, merge_rubrics
+from evaluations.evaluators.judge import explicit_model, merge_rubrics, prompt_version, stamp_judge
 from evaluations.evaluators.llm import ChatClient, LLMError
 from evaluations.evaluators.output import actual_value
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, Rubric
@@ -56,6 +56,7 @@ class _AdkJudge(Evaluator):
     group = "llm_judge"
     Options = AdkJudgeOptions
     default_samples: ClassVar[int] = 5
+    prompt_text: ClassVar[str] = ""  # the fixed prompt, for the judge's prompt version
 
     def __init__(self, client: ChatClient | None = None) -> None:
         self.client = client if client is not None else ChatClient()
@@ -105,13 +106,17 @@ class _AdkJudge(Evaluator):
                                "model": model or self.client.model},
                 error="" if parsed else (errors[0] if errors else "")))
         scored = [t.score for t in turns if t.score is not None]
+        version = prompt_version(self.name, self.prompt_text, [r.model_dump() for r in config.rubrics])
         if not scored:
             error = next((t.error for t in turns if t.error), "")
-            return [*turns, ScoreResult(criterion=criterion, score=None, passed=None, threshold=threshold,
-                                        justification={"status": "NOT_EVALUATED"}, error=error)]
+            return stamp_judge([*turns, ScoreResult(criterion=criterion, score=None, passed=None, threshold=threshold,
+                                                    justification={"status": "NOT_EVALUATED"}, error=error)],
+                               model=model or self.client.model, version=version)
         mean = sum(scored) / len(scored)
-        return [*turns, ScoreResult(criterion=criterion, score=mean, passed=threshold.passes(mean), raw_value=mean,
-                                    threshold=threshold, justification={"invocations_scored": len(scored)})]
+        return stamp_judge([*turns, ScoreResult(criterion=criterion, score=mean, passed=threshold.passes(mean),
+                                                raw_value=mean, threshold=threshold,
+                                                justification={"invocations_scored": len(scored)})],
+                           model=model or self.client.model, version=version)
 
 
 def _response(turn: TurnOutput) -> str:
@@ -167,6 +172,7 @@ def parse_validity(text: str) -> float | None:
 @register
 class FinalResponseMatchV2Evaluator(_AdkJudge):
     name = "final_response_match_v2"
+    prompt_text = FINAL_RESPONSE_MATCH_V2
 
     def prompt(self, case: EvalCase, invocation: Invocation, turn: TurnOutput, config: CriterionConfig) -> str:
         reference = invocation.expected_final_response.get_text() if invocation.expected_final_response else ""
@@ -228,6 +234,7 @@ def parse_rubrics(text: str) -> list[tuple[str | None, float | None]]:
 
 
 class _RubricJudge(_AdkJudge):
+    prompt_text = RUBRIC_PROMPT
     what: ClassVar[str]
 
     def rubrics(self, case: EvalCase, invocation: Invocation, config: CriterionConfig) -> list[Rubric]:
@@ -317,6 +324,7 @@ def parse_hallucinations(text: str) -> float | None:
 
 @register
 class HallucinationsV1Evaluator(_AdkJudge):
+    prompt_text = HALLUCINATIONS_PROMPT
     name = "hallucinations_v1"
     default_samples = 1
 
@@ -361,6 +369,7 @@ def parse_safety(text: str) -> float | None:
 
 @register
 class SafetyV1Evaluator(_AdkJudge):
+    prompt_text = SAFETY_PROMPT
     name = "safety_v1"
     default_samples = 1
 

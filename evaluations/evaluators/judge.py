@@ -37,10 +37,16 @@ The model is the criterion's `judge_model` when the config sets one other than t
 default `gpt-4o-mini` (for UiPath, the definition's `model` unless it is empty or
 "same-as-agent"), else the client's default (`EVALSITE_LLM_MODEL`, itself `gpt-4o-mini` when
 unset, so AgentFlow's default holds either way).
+
+Every score a judge writes carries `justification["judge"] = {"model", "prompt_version"}`
+(`stamp_judge`): the model asked, and a fingerprint of what it was asked (the judge's fixed
+prompts and the criterion's own wording: guidelines, rubrics, UiPath's prompt). Judge
+calibration (`evaluations.review.calibration`) groups human grades by the two.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -75,6 +81,20 @@ Answer with one JSON object, and nothing else, with these keys:
 - "score": a number from 1 to 10;
 - "is_met": true if the answer meets the core requirements and intent of the reference answer;
 - "critique": concrete advice on how the answer could have been better ("none" if it was perfect)."""
+
+
+def prompt_version(*parts: Any) -> str:
+    """A short fingerprint of what a judge is asked: its fixed prompts and the criterion's
+    wording. Another wording gives another version; the agent's answers do not enter it."""
+    text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def stamp_judge(results: list[ScoreResult], *, model: str, version: str) -> list[ScoreResult]:
+    """Mark every score of a judged criterion (the conversation's too) with its judge."""
+    for result in results:
+        result.justification["judge"] = {"model": model, "prompt_version": version}
+    return results
 
 
 def normalise(raw: float) -> float:
@@ -185,9 +205,11 @@ class LLMJudgeEvaluator(Evaluator):
         if not items:
             return []
         results = [self._judge(criterion, item, options, iterations, model, threshold) for item in items]
-        if len(results) == 1 and results[0].applies_to is Level.CONVERSATION:
-            return results
-        return [*results, mean_result(criterion, results, threshold)]
+        if len(results) != 1 or results[0].applies_to is not Level.CONVERSATION:
+            results = [*results, mean_result(criterion, results, threshold)]
+        version = prompt_version(self.name, JUDGE_SYSTEM_PROMPT, options.guidelines,
+                                 [r.model_dump() for r in config.rubrics])
+        return stamp_judge(results, model=model or self.client.model, version=version)
 
     def _items(self, case: EvalCase, output: AgentOutput, config: CriterionConfig) -> list[_Item]:
         items: list[_Item] = []
@@ -408,8 +430,10 @@ class _UiPathJudge(Evaluator):
             "model": model or self.client.model,
             "usage": usage.as_dict(),
         }
-        return [ScoreResult(**base, score=score, passed=threshold.passes(score), raw_value=raw,
-                            justification=justification)]
+        version = prompt_version(self.name, self.system_prompt, options.prompt or self.default_prompt)
+        return stamp_judge([ScoreResult(**base, score=score, passed=threshold.passes(score), raw_value=raw,
+                                        justification=justification)],
+                           model=model or self.client.model, version=version)
 
     def render(self, case: EvalCase, criteria: dict[str, Any], output: AgentOutput,
                options: UiPathJudgeOptions) -> _Rendered:
