@@ -20,6 +20,7 @@ from evaluations.models import (
     EvalSet,
     EvalSetVersion,
     EvaluationConfig,
+    HumanGrade,
     Membership,
     Project,
     Run,
@@ -642,6 +643,116 @@ class ReviewQuery(serializers.Serializer):
     tab = serializers.ChoiceField(choices=[("assigned", "assigned"), ("untriaged", "untriaged")],
                                   required=False, default="assigned")
     page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, default=1)
+
+
+# --- Human grades, the grading queue, judge calibration ----------------------------------------
+
+
+class GradeSerializer(serializers.ModelSerializer):
+    grader = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    run = serializers.IntegerField(source="run_id", read_only=True)
+    result = serializers.IntegerField(source="result_id", read_only=True)
+    verdict = serializers.SerializerMethodField(help_text="pass or fail")
+
+    class Meta:
+        model = HumanGrade
+        fields = ["id", "project", "run", "result", "criterion", "grader", "verdict", "passed", "score", "note",
+                  "created_at", "updated_at"]
+
+    def get_verdict(self, grade: HumanGrade) -> str:
+        return "pass" if grade.passed else "fail"
+
+
+class GradeChangeSerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=[("pass", "pass"), ("fail", "fail")])
+    score = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0,
+                                   help_text="optional, on the automatic score's scale [0, 1]")
+    note = serializers.CharField(required=False, allow_blank=True, max_length=5_000, trim_whitespace=False)
+
+
+class GradeCreateSerializer(GradeChangeSerializer):
+    """Grade a criterion of a result: your grade is created, or changed if you graded it before."""
+
+    result = id_field(help_text="the result (a case of a run)")
+    criterion = serializers.CharField(max_length=100)
+
+
+class GradeQuery(serializers.Serializer):
+    project = serializers.SlugField(required=False)
+    run = id_field(required=False)
+    result = id_field(required=False)
+    criterion = serializers.CharField(required=False, max_length=100)
+    grader = serializers.CharField(required=False, max_length=150, help_text="a username, or `me`")
+
+
+class GradingQueueQuery(serializers.Serializer):
+    project = serializers.SlugField(required=False, help_text="default: your first project")
+    evalset = id_field(required=False)
+    run = id_field(required=False, help_text="sample this run instead of each eval set's latest")
+    criterion = serializers.CharField(required=False, max_length=100)
+    judge_model = serializers.CharField(required=False, max_length=200)
+    prompt_version = serializers.CharField(required=False, max_length=64, help_text="`-` for none recorded")
+    page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, default=1)
+
+
+class GradeRowSerializer(serializers.Serializer):
+    grader = serializers.CharField()
+    verdict = serializers.CharField()
+    score = serializers.FloatField(allow_null=True)
+    note = serializers.CharField()
+
+
+class GradingQueueItemSerializer(serializers.Serializer):
+    position = serializers.IntegerField()
+    disagreement = serializers.BooleanField()
+    run = serializers.IntegerField()
+    result = serializers.IntegerField()
+    criterion = serializers.CharField()
+    eval_id = serializers.CharField()
+    evalset = serializers.CharField()
+    status = serializers.CharField()
+    automatic_passed = serializers.BooleanField(allow_null=True)
+    automatic_score = serializers.FloatField(allow_null=True)
+    output = serializers.CharField(help_text="the first turn's final response, on one line")
+    grades = GradeRowSerializer(many=True)
+    url = serializers.CharField(help_text="the result's drill-down page")
+
+
+class GradingQueueSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    disagreements = serializers.IntegerField(help_text="the first this many items are disagreements")
+    page = serializers.IntegerField()
+    num_pages = serializers.IntegerField()
+    results = GradingQueueItemSerializer(many=True)
+
+
+class CalibrationQuery(serializers.Serializer):
+    project = serializers.SlugField(required=False, help_text="default: your first project")
+    criterion = serializers.CharField(required=False, max_length=100)
+
+
+class ConfusionSerializer(serializers.Serializer):
+    judge_pass_people_pass = serializers.IntegerField()
+    judge_pass_people_fail = serializers.IntegerField()
+    judge_fail_people_pass = serializers.IntegerField()
+    judge_fail_people_fail = serializers.IntegerField()
+
+
+class CalibrationSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    judge_model = serializers.CharField()
+    prompt_version = serializers.CharField(help_text="empty when none was recorded")
+    items = serializers.IntegerField(help_text="graded results, tied votes included")
+    compared = serializers.IntegerField(help_text="results with a majority verdict, compared with the judge")
+    ties = serializers.IntegerField()
+    accuracy = serializers.FloatField(allow_null=True)
+    cohen_kappa = serializers.FloatField(allow_null=True)
+    confusion = ConfusionSerializer()
+    graders_items = serializers.IntegerField(help_text="results graded by two people or more")
+    graders_observed_agreement = serializers.FloatField(allow_null=True)
+    graders_fleiss_kappa = serializers.FloatField(allow_null=True)
+    disagreements_url = serializers.CharField(help_text="the grading queue filtered to this judge")
 
 
 # --- Projects, members, activity, tokens ----------------------------------------------------------

@@ -1,7 +1,7 @@
 from django.urls import path, register_converter
 
 from evaluations.api import common as _schema_extensions  # noqa: F401 - registers the token auth scheme
-from evaluations.api import compare, imports, metrics, nway, projects, runs, triage, views
+from evaluations.api import compare, grades, imports, metrics, nway, projects, runs, triage, views
 from evaluations.converters import IdConverter
 
 # `<id:pk>`: an integer of at most 18 digits (a longer one is a 404, not a database overflow).
@@ -41,6 +41,10 @@ urlpatterns = [
     path("triage/<id:pk>/", triage.TriageDetail.as_view(), name="api_triage_detail"),
     path("triage/<id:pk>/comments/", triage.TriageComments.as_view(), name="api_triage_comments"),
     path("review/", triage.ReviewQueue.as_view(), name="api_review"),
+    path("grades/", grades.GradeList.as_view(), name="api_grades"),
+    path("grades/<id:pk>/", grades.GradeDetail.as_view(), name="api_grade"),
+    path("grading-queue/", grades.GradingQueue.as_view(), name="api_grading_queue"),
+    path("calibration/", grades.JudgeCalibration.as_view(), name="api_calibration"),
     path("projects/", projects.ProjectList.as_view(), name="api_projects"),
     path("projects/<slug:slug>/", projects.ProjectDetail.as_view(), name="api_project"),
     path("projects/<slug:slug>/members/", projects.MemberList.as_view(), name="api_project_members"),

@@ -57,6 +57,7 @@ from evaluations.web.charts import to_html
 from evaluations.web.charts.trace import WaterfallSpan, waterfall
 from evaluations.web.views.common import enter_project
 from evaluations.web.views.compare import CASES_PER_PAGE, FILTERS, parse_id, runs_visible_to
+from evaluations.web.views.grades import panel_context as grades_panel_context
 from evaluations.web.views.triage import panel_context
 
 # Beyond these sizes a diff would cost more than it shows: both texts are shown whole instead.
@@ -551,4 +552,6 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
         # The case's triage in this comparison: read by everyone, changed by members.
         triage_panel = panel_context(user=request.user, project=run.project, candidate=run, result=result,
                                      baseline=baseline)
-    return render(request, "evaluations/compare/drilldown.html", {"page": page, "triage_panel": triage_panel})
+    grades_panel = grades_panel_context(user=request.user, run=run, result=result)
+    return render(request, "evaluations/compare/drilldown.html",
+                  {"page": page, "triage_panel": triage_panel, "grades_panel": grades_panel})
