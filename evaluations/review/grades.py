@@ -25,6 +25,7 @@ reads its rows with three queries whatever the number of cases.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,11 +45,12 @@ from django.db.models import (
     QuerySet,
     Subquery,
     Sum,
+    TextField,
     Value,
     When,
     Window,
 )
-from django.db.models.fields.json import KT
+from django.db.models.fields.json import KT, KeyTextTransform, KeyTransform
 from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
@@ -68,14 +70,21 @@ def conversation_scores() -> QuerySet[Score]:
     return Score.objects.filter(applies_to=Score.Level.CONVERSATION, turn_index=-1, node_name="")
 
 
+def first_response() -> Any:
+    """The result's first final response as text, read by the database (KT cannot cross the
+    foreign key)."""
+    return KeyTextTransform("final_response", KeyTransform("0", KeyTransform("turns", "result__output")))
+
+
 def judge_model_expression() -> Any:
     """The model that judged a score (see `evaluations.review.calibration`), "" if none."""
-    return Coalesce(KT("justification__judge__model"), KT("justification__evaluation_model"), Value(""))
+    return Coalesce(KT("justification__judge__model"), KT("justification__evaluation_model"), Value(""),
+                    output_field=TextField())
 
 
 def prompt_version_expression() -> Any:
     """The judge's prompt version, "" where none was recorded."""
-    return Coalesce(KT("justification__judge__prompt_version"), Value(""))
+    return Coalesce(KT("justification__judge__prompt_version"), Value(""), output_field=TextField())
 
 
 def judged(scores: QuerySet[Score]) -> QuerySet[Score]:
@@ -375,6 +384,13 @@ class QueuePage:
 
 
 def _line(value: Any) -> str:
+    if isinstance(value, str) and value.startswith("{"):  # a message object: its text
+        try:
+            message = json.loads(value)
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            value = message["content"]
     text = " ".join(str(value).split()) if value is not None else ""
     return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…"
 
@@ -405,7 +421,7 @@ def queue_page(
                 status=F("result__status"),
                 evalset_id=F("run__evalset_version__evalset__eval_set_id"),
                 evalset_name=F("run__evalset_version__evalset__name"),
-                response=KT("result__output__turns__0__final_response"),
+                response=first_response(),
             )
             .values(
                 "result_id",
@@ -467,7 +483,7 @@ def queue_item(
             status=F("result__status"),
             evalset_id=F("run__evalset_version__evalset__eval_set_id"),
             evalset_name=F("run__evalset_version__evalset__name"),
-            response=KT("result__output__turns__0__final_response"),
+            response=first_response(),
         )
         .values("run_id", "passed", "score", "eval_id", "status", "evalset_id", "evalset_name", "response")
         .first()
