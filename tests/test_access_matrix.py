@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from evaluations.models import Membership, Project, Run, Triage
+from evaluations.models import HumanGrade, Membership, Project, Run, Triage
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.engine_helpers import import_demo, perfect_outputs
@@ -79,6 +79,10 @@ ROUTES = [
     Route("triage_comment", WRITE, "post", data=(("body", "looks flaky to me"),)),
     Route("triage_bulk", WRITE, "post", data=(("status", "flaky"), ("case", "{run}:{base}:{eval_id}"))),
     Route("run_case_by_eval_id", READ, query="?eval_id={eval_id}"),
+    Route("grade_save", WRITE, "post",
+          data=(("result", "{result}"), ("criterion", "trajectory_match"), ("verdict", "pass"))),
+    Route("grading_queue", READ, scoped=False),
+    Route("judge_calibration", READ, scoped=False),
     Route("nway_compare", READ, query="?runs={base},{run}"),
     Route("nway_case", READ, query="?runs={base},{run}&case={eval_id}"),
     Route("nway_csv", READ, query="?runs={base},{run}"),
@@ -121,6 +125,10 @@ ROUTES = [
     Route("api_triage_detail", READ, api=True),
     Route("api_triage_comments", READ, api=True),
     Route("api_review", READ, api=True, scoped=False),
+    Route("api_grades", READ, api=True, scoped=False),
+    Route("api_grade", READ, api=True),
+    Route("api_grading_queue", READ, api=True, scoped=False),
+    Route("api_calibration", READ, api=True, scoped=False),
     Route("api_projects", READ, api=True, scoped=False),
     Route("api_project", READ, api=True),
     Route("api_project_members", READ, api=True),
@@ -192,7 +200,9 @@ def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, 
     assert result is not None
     triage = Triage.objects.create(project=acme, evalset=version.evalset, eval_id=result.case.eval_id,
                                    baseline=base, candidate=run)
-    return {"base": base, "triage": triage,
+    grade = HumanGrade.objects.create(project=acme, run=run, result=result, criterion="trajectory_match",
+                                      grader=dave, passed=True)
+    return {"base": base, "triage": triage, "grade": grade,
         "acme": acme, "version": version, "evalset": version.evalset, "case": version.cases.first(),
         "run": run, "result": result, "token": token,
         "alice": alice, "bob": bob, "carol": carol, "dave": dave,
@@ -219,6 +229,7 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "api_evalset_version_original": {"pk": w["evalset"].pk, "number": w["version"].number},
         "api_evalset_trend": {"pk": w["evalset"].pk}, "api_case": {"pk": w["case"].pk},
         "api_run_result": {"pk": w["run"].pk, "result_pk": w["result"].pk},
+        "api_grade": {"pk": w["grade"].pk},
         "api_triage_detail": {"pk": w["triage"].pk}, "api_triage_comments": {"pk": w["triage"].pk},
         "api_project": {"slug": "acme"}, "api_project_members": {"slug": "acme"},
         "api_project_activity": {"slug": "acme"}, "api_token_revoke": {"pk": w["token"].pk},

@@ -273,7 +273,8 @@ def test_the_drilldown_query_count_does_not_grow_with_the_run(count: int, acme: 
     url = reverse("run_case", args=[candidate.pk, result.pk]) + f"?baseline={baseline.pk}"
     alice_client.get(url)  # warms the stored comparison and the session's project
     # the same for 5 and 300 cases; 2 of them the triage panel's (the case's triage, the members),
-    # 1 the repeats switcher's (the run's other repeats of the case)
-    with django_assert_num_queries(13):
+    # 1 the repeats switcher's (the run's other repeats of the case), 3 the grades panel's (the
+    # user's role, the criteria's scores, the grades)
+    with django_assert_num_queries(16):
         page = html(alice_client.get(url))
     assert "arguments differ" in page
