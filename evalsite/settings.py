@@ -365,6 +365,7 @@ SPECTACULAR_SETTINGS = {
         "RoleEnum": "evaluations.models.Membership.Role",
         "LevelEnum": "evaluations.models.Score.Level",
         "CaseOutcomeEnum": ["pass", "fail", "error", "mixed"],  # a case over its repeats (comparison.py)
+        "GradeVerdictEnum": ["pass", "fail"],  # a person's grade (review/grades.py)
     },
 }
 
