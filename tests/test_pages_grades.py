@@ -61,7 +61,7 @@ def test_a_member_grades_on_the_drilldown_and_sees_who_graded(judged: Run, alice
     r = result(judged, 0)
     drill = reverse("run_case", args=[judged.pk, r.pk])
     page = html(alice_client.get(drill))
-    assert 'data-testid="grades-panel"' in page and "nobody yet" in page
+    assert 'data-testid="grades-panel"' in page and "nobody graded it yet" in page
     response = post(alice_client, r, score="0.25", note=XSS)
     assert response.status_code == 200
     panel = html(response)

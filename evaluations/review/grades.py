@@ -78,8 +78,9 @@ def first_response() -> Any:
 
 def judge_model_expression() -> Any:
     """The model that judged a score (see `evaluations.review.calibration`), "" if none."""
-    return Coalesce(KT("justification__judge__model"), KT("justification__evaluation_model"), Value(""),
-                    output_field=TextField())
+    return Coalesce(
+        KT("justification__judge__model"), KT("justification__evaluation_model"), Value(""), output_field=TextField()
+    )
 
 
 def prompt_version_expression() -> Any:
@@ -507,7 +508,8 @@ def queue_item(
         auto_passed=row["passed"],
         auto_score=row["score"],
         line=_line(row["response"]),
-        disagreement=disagreement,
+        # listed among the disagreements, or one now that it was graded
+        disagreement=disagreement or len({g.passed for g in rows} | ({row["passed"]} - {None})) > 1,
         grades=rows,
         mine=next((g for g in rows if g.grader_id == getattr(user, "pk", None)), None),
     )
