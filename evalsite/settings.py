@@ -202,6 +202,9 @@ if CACHE_URL:
 # its pending work is re-enqueued (see evaluations/runs/services.py).
 EVALSITE_BATCH_SIZE = env_int("EVALSITE_BATCH_SIZE", 250)
 EVALSITE_LEASE_SECONDS = env_int("EVALSITE_LEASE_SECONDS", 180)
+# The several-runs page computes a missing comparison with its reference while the request
+# waits for runs up to this many cases; larger ones are computed on the task queue.
+EVALSITE_NWAY_INLINE_CASES = env_int("EVALSITE_NWAY_INLINE_CASES", 2000)
 # Custom evaluators: dotted paths of Evaluator classes (see evaluations/evaluators/base.py).
 EVALSITE_EVALUATORS = env_list("EVALSITE_EVALUATORS", [])
 

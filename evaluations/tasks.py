@@ -17,3 +17,10 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> dict[str, int | str]:
 
 def resume_stalled_runs() -> list[int]:
     return runs.resume_stalled_runs()
+
+
+def nway_comparisons(reference_id: int, run_ids: list[int]) -> int:
+    """The comparisons with a reference the several-runs page found missing."""
+    from evaluations.review import nway  # not at start-up: numpy and the statistics in every worker
+
+    return nway.comparisons_compute(reference_id, run_ids)

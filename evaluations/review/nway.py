@@ -252,14 +252,19 @@ class NwaySummary:
     runs: list[RunColumn]
     reference: Run
     criteria: list[CriterionLine]
+    pending: list[int] = field(default_factory=list)  # runs whose comparison with the reference is not stored yet
 
 
-def nway_summary(runs: list[Run], reference: Run, labels: list[str]) -> NwaySummary:
+def nway_summary(runs: list[Run], reference: Run, labels: list[str], *, compute: bool = True) -> NwaySummary:
     """Everything above the matrix. Pairwise comparisons come from `comparison_get` (stored
-    once computed); the per-run means from one aggregate query."""
+    once computed); the per-run means from one aggregate query. With `compute=False` a
+    comparison not stored yet is not computed here: its run is listed in `pending`, its cells
+    have no test, and no run is marked best (the missing test could change which is)."""
     means = criterion_means(runs)
+    others = [run for run in runs if run.pk != reference.pk]
     pairs = {pk: {c["name"]: c for c in criteria}
-             for pk, criteria in pairwise_criteria(reference, [run for run in runs if run.pk != reference.pk]).items()}
+             for pk, criteria in pairwise_criteria(reference, others, compute=compute).items()}
+    pending = [run.pk for run in others if run.pk not in pairs]
     names = sorted({name for _, name in means} | {name for pair in pairs.values() for name in pair})
     columns = []
     for run, label in zip(runs, labels, strict=True):
@@ -270,8 +275,7 @@ def nway_summary(runs: list[Run], reference: Run, labels: list[str]) -> NwaySumm
     lines = []
     for name in names:
         line = CriterionLine(name)
-        others = [run for run in runs if run.pk != reference.pk]
-        tested = [pairs[run.pk].get(name) for run in others]
+        tested = [pairs.get(run.pk, {}).get(name) for run in others]
         adjusted = holm([t["p_value"] if t else 1.0 for t in tested])
         by_run: dict[int, CriterionCell] = {}
         for run, test, p_holm in zip(others, tested, adjusted, strict=True):
@@ -284,9 +288,10 @@ def nway_summary(runs: list[Run], reference: Run, labels: list[str]) -> NwaySumm
             by_run[run.pk] = cell
         by_run[reference.pk] = CriterionCell(means.get((reference.pk, name)))
         line.cells = [by_run[run.pk] for run in runs]
-        _mark_best(line, runs, reference)
+        if not pending:
+            _mark_best(line, runs, reference)
         lines.append(line)
-    return NwaySummary(columns, reference, lines)
+    return NwaySummary(columns, reference, lines, pending)
 
 
 def default_criterion(summary: NwaySummary) -> str:
@@ -302,11 +307,12 @@ def default_criterion(summary: NwaySummary) -> str:
     return max(marked or summary.criteria, key=spread).name
 
 
-def pairwise_criteria(reference: Run, others: list[Run]) -> dict[int, list[dict[str, Any]]]:
+def pairwise_criteria(reference: Run, others: list[Run], *, compute: bool = True) -> dict[int, list[dict[str, Any]]]:
     """Run id -> the per-criterion statistics of its comparison with the reference. Stored
     comparisons that are still current give only their `criteria`, extracted by the
     database in one query (decoding whole summaries, a row per case each, would cost more
-    than the rest of the page); the others are computed and stored (`comparison_get`)."""
+    than the rest of the page); the others are computed and stored (`comparison_get`), or
+    with `compute=False` left out."""
     found: dict[int, list[dict[str, Any]]] = {}
     finished = {run.pk: run.finished_at for run in others}
     for candidate_id, version, baseline_at, candidate_at, criteria in (
@@ -317,9 +323,39 @@ def pairwise_criteria(reference: Run, others: list[Run]) -> dict[int, list[dict[
                 and candidate_at == finished[candidate_id] and isinstance(criteria, list)):
             found[candidate_id] = criteria
     for run in others:
-        if run.pk not in found:
+        if run.pk not in found and compute:
             found[run.pk] = comparison.comparison_get(baseline=reference, candidate=run)["criteria"]
     return found
+
+
+PENDING_SECONDS = 600  # how long a queued computation is trusted to be on its way
+
+
+def comparisons_enqueue(reference: Run, run_ids: Sequence[int]) -> bool:
+    """Queue `comparisons_compute` once for these pairs (another view of the same pending
+    page within `PENDING_SECONDS` queues nothing); True when it queued the task."""
+    from django.core.cache import cache
+    from django_q.tasks import async_task
+
+    key = "nway-pending:" + hashlib.sha256(json.dumps([reference.pk, sorted(run_ids)]).encode()).hexdigest()
+    if not cache.add(key, 1, timeout=PENDING_SECONDS):
+        return False
+    async_task("evaluations.tasks.nway_comparisons", reference.pk, sorted(run_ids), group=f"nway-{reference.pk}")
+    return True
+
+
+def comparisons_compute(reference_id: int, run_ids: Sequence[int]) -> int:
+    """Compute and store the comparisons of runs with a reference that the N-way page found
+    missing (the task queue's `tasks.nway_comparisons`); safe to run twice: a stored, current
+    comparison is read back, not recomputed. Returns how many pairs it looked at."""
+    reference = Run.objects.filter(pk=reference_id).first()
+    if reference is None:
+        return 0
+    others = list(Run.objects.filter(pk__in=list(run_ids), evalset_version__evalset_id=reference.evalset_version
+                                     .evalset_id).exclude(pk=reference_id))
+    for run in others:
+        comparison.comparison_get(baseline=reference, candidate=run)
+    return len(others)
 
 
 def _mark_best(line: CriterionLine, runs: list[Run], reference: Run) -> None:

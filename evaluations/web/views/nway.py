@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.paginator import Paginator
@@ -98,14 +99,21 @@ def nway_compare(request: HttpRequest) -> HttpResponse:
          sorted(request.GET.lists())]).encode()).hexdigest()
     body = cache.get(key)
     if body is None:
-        body = str(_nway_body(request, runs, reference, labels))
-        cache.set(key, body, timeout=BODY_CACHE_SECONDS)
+        # Comparisons with the reference not stored yet are computed here for runs of up to
+        # EVALSITE_NWAY_INLINE_CASES cases; larger ones go to the task queue and the page
+        # shows the means and the matrix at once, the tests as pending (it refreshes itself).
+        inline = max(run.cases_total for run in runs) <= settings.EVALSITE_NWAY_INLINE_CASES
+        summary = nway.nway_summary(runs, reference, labels, compute=inline)
+        body = str(_nway_body(request, runs, reference, summary))
+        if summary.pending:
+            nway.comparisons_enqueue(reference, summary.pending)
+        else:
+            cache.set(key, body, timeout=BODY_CACHE_SECONDS)
     return render(request, "evaluations/compare/nway.html",
                   {"runs": runs, "evalset": evalset, "body": mark_safe(body)})  # noqa: S308 - our rendered template
 
 
-def _nway_body(request: HttpRequest, runs: list[Run], reference: Run, labels: list[str]) -> str:
-    summary = nway.nway_summary(runs, reference, labels)
+def _nway_body(request: HttpRequest, runs: list[Run], reference: Run, summary: nway.NwaySummary) -> str:
     names = [line.name for line in summary.criteria]
     criterion = request.GET.get("criterion", "")
     if criterion not in names:
@@ -121,7 +129,7 @@ def _nway_body(request: HttpRequest, runs: list[Run], reference: Run, labels: li
         "summary": summary, "criterion": criterion, "criteria": names, "sort": sort, "cases": page,
         "runs_param": base["runs"], "reference": reference, "case_url": case_url,
         "csv_url": reverse("nway_csv") + "?" + urlencode({**base, "criterion": criterion, "sort": sort}),
-        "columns": list(zip(runs, labels, strict=True)),
+        "columns": [(column.run, column.label) for column in summary.runs], "pending": summary.pending,
     }, request)
 
 
