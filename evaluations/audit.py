@@ -88,7 +88,8 @@ class EventRow:
     @property
     def url(self) -> str | None:
         """Where the event leads: a finished run to its comparison, a triage or comment event
-        to the case's drill-down in the comparison it was decided in."""
+        to the case's drill-down in the comparison it was decided in, a grade to the graded
+        result's drill-down."""
         from django.urls import reverse
 
         data = self.data if isinstance(self.data, dict) else {}
@@ -99,6 +100,9 @@ class EventRow:
                 and candidate):
             return (reverse("run_case_by_eval_id", args=[candidate]) + "?"
                     + urlencode({"eval_id": data["eval_id"], **({"baseline": baseline} if baseline else {})}))
+        if (self.verb in (AuditEvent.Verb.GRADE_ADDED, AuditEvent.Verb.GRADE_CHANGED)
+                and isinstance(data.get("run"), int) and isinstance(data.get("result"), int)):
+            return reverse("run_case", args=[data["run"], data["result"]]) + "#grades"
         return None
 
 

@@ -85,6 +85,11 @@ def test_grade_five_results_with_the_keyboard_and_see_kappa_change(tab: Any, liv
         expect(item).to_have_class(re.compile("is-current"))
         agree = auto_passed(item)
         verdict = agree if index < 4 else not agree  # the fifth disagrees with the judge
+        if index == 3:  # a note: e, type, Enter back to the keys
+            tab.keyboard.press("e")
+            tab.keyboard.type("<i>checked</i>")
+            tab.keyboard.press("Enter")
+            expect(item).to_be_focused()
         if index == 4:
             tab.keyboard.press("7")  # a score of 0.7 first
             expect(item.locator("input.grade-score")).to_have_value("0.7")
@@ -94,6 +99,7 @@ def test_grade_five_results_with_the_keyboard_and_see_kappa_change(tab: Any, liv
     expect(items.nth(5)).to_have_class(re.compile("is-current"))  # moved on after the fifth
     tab.screenshot(path=str(SHOTS / "grading-1440.png"), full_page=True)
     assert HumanGrade.objects.filter(grader=alice).count() == 5
+    assert HumanGrade.objects.filter(grader=alice, note="<i>checked</i>").count() == 1
     fifth = HumanGrade.objects.get(grader=alice, score__isnull=False)
     assert fifth.score == pytest.approx(0.7) and fifth.passed is verdicts[4]
 

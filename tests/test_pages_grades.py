@@ -77,6 +77,9 @@ def test_a_member_grades_on_the_drilldown_and_sees_who_graded(judged: Run, alice
     assert HumanGrade.objects.filter(result=r).count() == 2
     page = html(alice_client.get(drill))
     assert "by alice" in page and "by carol" in page and XSS not in page
+    # the activity feed has the grades, linked to the drill-down
+    activity = html(alice_client.get(reverse("project_activity", args=["acme"])))
+    assert "graded llm_judge of case_0000" in activity and f"/runs/{judged.pk}/cases/{r.pk}/#grades" in activity
     # a plain POST (no JavaScript) is redirected back to the drill-down
     plain = alice_client.post(reverse("grade_save"), {"result": r.pk, "criterion": "llm_judge", "verdict": "fail"})
     assert plain.status_code == 302 and plain["Location"].endswith(f"/cases/{r.pk}/#grades")

@@ -51,7 +51,10 @@
     if (event.altKey || event.ctrlKey || event.metaKey) return;
     var item = current();
     if (typing(event.target)) {
-      if (event.key === "Escape" && item) {
+      // Escape leaves a field for the keys again; Enter in the note does the same rather than
+      // submitting the form as whichever button comes first.
+      var inQueue = event.target.closest && event.target.closest(".grade-queue");
+      if (inQueue && item && (event.key === "Escape" || event.key === "Enter")) {
         event.preventDefault();
         item.focus();
       }

@@ -128,7 +128,7 @@ KEYS = [
     ("f", "grade fail (and go to the next item)"),
     ("0-9", "set the score to 0.0-0.9 (then p or f)"),
     ("=", "set the score to 1.0"),
-    ("e", "write a note (Enter saves it with the verdict chosen, Escape leaves the field)"),
+    ("e", "write a note (Enter or Escape goes back to the keys; then p or f saves it with the grade)"),
     ("o", "open the item's drill-down"),
 ]
 
