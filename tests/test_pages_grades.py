@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
@@ -154,11 +155,14 @@ def test_queue_and_calibration_queries_do_not_grow_with_the_cases(count: int, ac
     run = judged_run(acme, generated_version(acme, count), llm, monkeypatch, count=count, fails={1, 2})
     for index in range(4):
         grades.grade_save(result=result(run, index), criterion="llm_judge", grader=alice, passed=index % 2 == 0)
-    alice_client.get(reverse("grading_queue"))  # the session's project
+    cache.clear()
     # session, user, projects, role, disagreements, the sample's runs, the sample, the page's scores and grades
     with django_assert_num_queries(9):
         page = html(alice_client.get(reverse("grading_queue")))
     assert "disagreement" in page
+    with django_assert_num_queries(8):  # the sample from the cache
+        again = html(alice_client.get(reverse("grading_queue")))
+    assert again.count('data-testid="queue-item"') == page.count('data-testid="queue-item"')
     # session, user, projects, the GROUP BY
     with django_assert_num_queries(4):
         page = html(alice_client.get(reverse("judge_calibration")))

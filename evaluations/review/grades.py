@@ -16,8 +16,9 @@ items to grade, in two parts:
    automatic pass or fail) the first `PER_STRATUM` scores in a fixed pseudo-random order
    (a multiplicative hash of the score's id and a seed derived from the project: the same
    data gives the same queue), strata interleaved, so a queue shows passes and fails of every
-   criterion from the start. One window-function query (ROW_NUMBER per stratum). The sample
-   is drawn from each eval set's latest completed run, or from the one run the filter names.
+   criterion from the start. One window-function query (ROW_NUMBER per stratum), cached
+   under the runs it was drawn from and when they finished. The sample is drawn from each
+   eval set's latest completed run, or from the one run the filter names.
 
 A sampled item that is also a disagreement is listed once, among the disagreements. A page
 reads its rows with three queries whatever the number of cases.
@@ -25,10 +26,12 @@ reads its rows with three queries whatever the number of cases.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import (
@@ -61,6 +64,8 @@ NOTE_MAX_CHARS = 5_000
 PER_STRATUM = 10
 QUEUE_PER_PAGE = 25
 LINE_CHARS = 160
+SAMPLE_CACHE_VERSION = 1
+SAMPLE_CACHE_SECONDS = 24 * 3600
 _HASH_MULTIPLIER = 2654435761  # Knuth's multiplicative hash; ids stay far from 64-bit overflow
 _HASH_MODULUS = 2147483647  # a prime
 
@@ -290,24 +295,53 @@ def disagreement_keys(scope: QueueScope) -> list[tuple[int, str]]:
     return [(r, c) for r, c in rows]
 
 
-def sample_runs(scope: QueueScope) -> list[int]:
-    """The runs the sample is drawn from: the named run, else each eval set's latest completed run."""
+def sample_runs(scope: QueueScope) -> list[tuple[int, Any]]:
+    """The runs the sample is drawn from, with when they finished: the named run, else each
+    eval set's latest completed run."""
     runs = Run.objects.filter(project=scope.project, status=Run.Status.COMPLETED)
     if scope.run is not None:
-        return list(runs.filter(pk=scope.run).values_list("pk", flat=True))
+        return list(runs.filter(pk=scope.run).values_list("pk", "finished_at"))
     if scope.evalset is not None:
         runs = runs.filter(evalset_version__evalset_id=scope.evalset)
-    latest: dict[int, int] = {}
-    for pk, evalset in runs.order_by("-finished_at", "-pk").values_list("pk", "evalset_version__evalset_id"):
-        latest.setdefault(evalset, pk)
-    return sorted(latest.values())
+    latest: dict[int, tuple[int, Any]] = {}
+    for pk, evalset, finished_at in runs.order_by("-finished_at", "-pk").values_list(
+        "pk", "evalset_version__evalset_id", "finished_at"
+    ):
+        latest.setdefault(evalset, (pk, finished_at))
+    return sorted(latest.values(), key=lambda run: run[0])
 
 
 def sample_keys(scope: QueueScope, *, per_stratum: int = PER_STRATUM) -> list[tuple[int, str]]:
-    """The stratified sample, in queue order: rank within its stratum, then the hash."""
-    run_ids = sample_runs(scope)
-    if not run_ids:
+    """The stratified sample, in queue order: rank within its stratum, then the hash. It
+    depends only on the runs (and when they finished) and the filters, so it is cached."""
+    runs = sample_runs(scope)
+    if not runs:
         return []
+    key = (
+        "grading-sample:"
+        + hashlib.sha256(
+            json.dumps(
+                [
+                    SAMPLE_CACHE_VERSION,
+                    scope.project.pk,
+                    [(pk, str(at)) for pk, at in runs],
+                    scope.criterion,
+                    scope.judge_model,
+                    scope.prompt_version,
+                    per_stratum,
+                ]
+            ).encode()
+        ).hexdigest()
+    )
+    cached = cache.get(key)
+    if cached is not None:
+        return [(r, c) for r, c in cached]
+    sample = _sample(scope, [pk for pk, _ in runs], per_stratum)
+    cache.set(key, sample, timeout=SAMPLE_CACHE_SECONDS)
+    return sample
+
+
+def _sample(scope: QueueScope, run_ids: list[int], per_stratum: int) -> list[tuple[int, str]]:
     seed = (scope.project.pk * 7919) % _HASH_MODULUS
     hashed = ExpressionWrapper(
         (F("pk") * Value(_HASH_MULTIPLIER) + Value(seed)) % Value(_HASH_MODULUS), output_field=BigIntegerField()
