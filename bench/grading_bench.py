@@ -43,8 +43,7 @@ def _timed(call: Any, repeat: int, before: Any = None) -> list[float]:
 
 
 def _line(label: str, times: list[float]) -> str:
-    return (f"{label:<28} median {statistics.median(times):8.1f} ms  "
-            f"(min {min(times):.1f}, max {max(times):.1f})")
+    return f"{label:<28} median {statistics.median(times):8.1f} ms  (min {min(times):.1f}, max {max(times):.1f})"
 
 
 def main() -> None:
@@ -97,19 +96,32 @@ def main() -> None:
 
         def respond(body: dict[str, Any]) -> Any:  # a judge that fails roughly a third of the answers
             digits = number.findall(str(body.get("messages", [])[-1].get("content", "")))
-            return reply_json({"reasoning": "r", "score": 2 if sum(map(int, digits[:3])) % 3 == 0 else 9,
-                               "is_met": True, "critique": "none"})
+            return reply_json(
+                {
+                    "reasoning": "r",
+                    "score": 2 if sum(map(int, digits[:3])) % 3 == 0 else 9,
+                    "is_met": True,
+                    "critique": "none",
+                }
+            )
 
         llm.responder = respond
         started = time.perf_counter()
-        run = runs.run_create(project=project, version=outcome.version, target_kind="uploaded", config=config,
-                              outputs=read_outputs([SourceFile("outputs.json", json.dumps(outputs).encode())]),
-                              name="judged", enqueue=False)
+        run = runs.run_create(
+            project=project,
+            version=outcome.version,
+            target_kind="uploaded",
+            config=config,
+            outputs=read_outputs([SourceFile("outputs.json", json.dumps(outputs).encode())]),
+            name="judged",
+            enqueue=False,
+        )
         run = runs.run_execute_here(run.pk, workers=2)
     print(f"{connection.vendor}: one run of {args.cases:,} cases with a judge in {time.perf_counter() - started:.1f} s")
 
-    results = list(CaseResult.objects.filter(run=run).select_related("case", "run__project").order_by("pk")
-                   [: args.graded])
+    results = list(
+        CaseResult.objects.filter(run=run).select_related("case", "run__project").order_by("pk")[: args.graded]
+    )
     for index, result in enumerate(results):
         for person, flip in zip(people, (3, 7), strict=True):
             grades.grade_save(result=result, criterion="llm_judge", grader=person, passed=index % flip != 0)

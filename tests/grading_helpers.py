@@ -18,15 +18,26 @@ ITEM = re.compile(r"Look up item (\d+)")
 
 
 def judge_config(*, model: str = "judge-a", guidelines: str = "") -> EvalConfig:
-    return EvalConfig(criteria={
-        "llm_judge": CriterionConfig(threshold=0.5, judge_model=model, options={"guidelines": guidelines}),
-        "trajectory_match": CriterionConfig(threshold=0.8),
-    })
+    return EvalConfig(
+        criteria={
+            "llm_judge": CriterionConfig(threshold=0.5, judge_model=model, options={"guidelines": guidelines}),
+            "trajectory_match": CriterionConfig(threshold=0.8),
+        }
+    )
 
 
-def judged_run(project: Project, version: EvalSetVersion, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, *,
-               count: int, fails: set[int], model: str = "judge-a", guidelines: str = "",
-               **kwargs: Any) -> Run:
+def judged_run(
+    project: Project,
+    version: EvalSetVersion,
+    llm: FakeLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    count: int,
+    fails: set[int],
+    model: str = "judge-a",
+    guidelines: str = "",
+    **kwargs: Any,
+) -> Run:
     monkeypatch.setenv("EVALSITE_LLM_BASE_URL", llm.url)
     monkeypatch.setenv("EVALSITE_LLM_API_KEY", "test-key")
 
@@ -36,5 +47,6 @@ def judged_run(project: Project, version: EvalSetVersion, llm: FakeLLM, monkeypa
         return reply_json({"reasoning": "checked", "score": score, "is_met": score > 5, "critique": "none"})
 
     llm.responder = respond
-    return make_run(project, version, generated_outputs(count), config=judge_config(model=model, guidelines=guidelines),
-                    **kwargs)
+    return make_run(
+        project, version, generated_outputs(count), config=judge_config(model=model, guidelines=guidelines), **kwargs
+    )

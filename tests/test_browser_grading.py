@@ -67,8 +67,9 @@ def kappa_text(tab: Any, live_server: Any) -> str:
     return str(tab.get_by_test_id("cal-kappa").inner_text())
 
 
-def test_grade_five_results_with_the_keyboard_and_see_kappa_change(tab: Any, live_server: Any, alice: Any,
-                                                                   judged: Run) -> None:
+def test_grade_five_results_with_the_keyboard_and_see_kappa_change(
+    tab: Any, live_server: Any, alice: Any, judged: Run
+) -> None:
     SHOTS.mkdir(exist_ok=True)
     log_in(tab, live_server)
     tab.goto(live_server.url + "/calibration/")
@@ -126,8 +127,9 @@ def test_grade_five_results_with_the_keyboard_and_see_kappa_change(tab: Any, liv
     assert shown != "1.000"
 
 
-def test_the_drilldown_panel_and_phone_widths(chromium: Any, tab: Any, live_server: Any, alice: Any,
-                                              judged: Run) -> None:
+def test_the_drilldown_panel_and_phone_widths(
+    chromium: Any, tab: Any, live_server: Any, alice: Any, judged: Run
+) -> None:
     SHOTS.mkdir(exist_ok=True)
     log_in(tab, live_server)
     result = CaseResult.objects.get(run=judged, case__eval_id="case_0002")
@@ -146,8 +148,11 @@ def test_the_drilldown_panel_and_phone_widths(chromium: Any, tab: Any, live_serv
     try:
         phone = context.new_page()
         log_in(phone, live_server)
-        for name, path in (("grading", "/grading/"), ("calibration", "/calibration/"),
-                           ("drill-grades", f"/runs/{judged.pk}/cases/{result.pk}/")):
+        for name, path in (
+            ("grading", "/grading/"),
+            ("calibration", "/calibration/"),
+            ("drill-grades", f"/runs/{judged.pk}/cases/{result.pk}/"),
+        ):
             phone.goto(live_server.url + path)
             width = phone.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, f"{path} is {width} px wide"

@@ -45,8 +45,7 @@ def result(run: Run, index: int) -> CaseResult:
 
 
 def test_judged_scores_record_their_judge(judged: Run) -> None:
-    score = Score.objects.get(run=judged, result=result(judged, 1), criterion="llm_judge",
-                              applies_to="conversation")
+    score = Score.objects.get(run=judged, result=result(judged, 1), criterion="llm_judge", applies_to="conversation")
     assert score.passed is False
     judge = score.justification["judge"]
     assert judge["model"] == "judge-a" and len(judge["prompt_version"]) == 10
@@ -56,8 +55,9 @@ def test_judged_scores_record_their_judge(judged: Run) -> None:
 
 def test_grade_save_creates_then_changes_one_grade_per_grader(judged: Run, alice: Any, carol: Any) -> None:
     r = result(judged, 0)
-    grade, created = grades.grade_save(result=r, criterion="llm_judge", grader=alice, passed=False, score=0.2,
-                                       note="wrong item")
+    grade, created = grades.grade_save(
+        result=r, criterion="llm_judge", grader=alice, passed=False, score=0.2, note="wrong item"
+    )
     assert created and grade.project_id == judged.project_id and grade.run_id == judged.pk
     again, created = grades.grade_save(result=r, criterion="llm_judge", grader=alice, passed=True)
     assert not created and again.pk == grade.pk and again.passed and again.score is None
@@ -71,15 +71,19 @@ def test_grade_save_creates_then_changes_one_grade_per_grader(judged: Run, alice
     assert judge_row.auto_passed is True and not judge_row.disagreement
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"criterion": "no_such_criterion"}, "criterion"),
-    ({"score": 1.5}, "score"),
-    ({"score": -0.1}, "score"),
-    ({"score": float("nan")}, "score"),
-    ({"note": "x" * 5001}, "note"),
-])
-def test_bad_grades_say_which_field_and_write_nothing(judged: Run, alice: Any, kwargs: dict[str, Any],
-                                                      field: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"criterion": "no_such_criterion"}, "criterion"),
+        ({"score": 1.5}, "score"),
+        ({"score": -0.1}, "score"),
+        ({"score": float("nan")}, "score"),
+        ({"note": "x" * 5001}, "note"),
+    ],
+)
+def test_bad_grades_say_which_field_and_write_nothing(
+    judged: Run, alice: Any, kwargs: dict[str, Any], field: str
+) -> None:
     values = {"criterion": "llm_judge", "passed": True, **kwargs}
     with pytest.raises(ValidationError) as caught:
         grades.grade_save(result=result(judged, 0), grader=alice, **values)
@@ -87,8 +91,9 @@ def test_bad_grades_say_which_field_and_write_nothing(judged: Run, alice: Any, k
     assert not HumanGrade.objects.exists() and not AuditEvent.objects.filter(verb__startswith="grade.").exists()
 
 
-def test_the_queue_puts_disagreements_first_then_a_stable_stratified_sample(judged: Run, alice: Any,
-                                                                            carol: Any) -> None:
+def test_the_queue_puts_disagreements_first_then_a_stable_stratified_sample(
+    judged: Run, alice: Any, carol: Any
+) -> None:
     scope = grades.QueueScope(project=judged.project)
     keys, disagreements = grades.queue_keys(scope)
     assert disagreements == 0
@@ -96,8 +101,7 @@ def test_the_queue_puts_disagreements_first_then_a_stable_stratified_sample(judg
     assert len(keys) == 9 + 3 + 10
     assert keys == grades.queue_keys(scope)[0]  # the same data, the same queue
     first_rank = keys[:3]  # rank 1 of each stratum comes first: every stratum is seen at once
-    strata = {(c, Score.objects.get(result_id=r, criterion=c, applies_to="conversation").passed)
-              for r, c in first_rank}
+    strata = {(c, Score.objects.get(result_id=r, criterion=c, applies_to="conversation").passed) for r, c in first_rank}
     assert strata == {("llm_judge", True), ("llm_judge", False), ("trajectory_match", True)}
 
     agree = result(judged, 5)  # the judge passed it; alice agrees: no disagreement
@@ -129,9 +133,14 @@ def test_calibration_counts_match_a_hand_computed_table(judged: Run, alice: Any,
     #   case 4: fail (alice fail, carol fail)    judge pass -> pass_fail
     #   case 5: tie  (alice pass, carol fail)    left out
     #   case 6: pass (alice pass, carol pass)    judge pass -> pass_pass
-    plan = {0: [("alice", True)], 1: [("alice", False), ("carol", False)], 2: [("alice", True)],
-            4: [("alice", False), ("carol", False)], 5: [("alice", True), ("carol", False)],
-            6: [("alice", True), ("carol", True)]}
+    plan = {
+        0: [("alice", True)],
+        1: [("alice", False), ("carol", False)],
+        2: [("alice", True)],
+        4: [("alice", False), ("carol", False)],
+        5: [("alice", True), ("carol", False)],
+        6: [("alice", True), ("carol", True)],
+    }
     users = {"alice": alice, "carol": carol}
     for index, votes in plan.items():
         for name, passed in votes:
@@ -156,8 +165,9 @@ def test_calibration_counts_match_a_hand_computed_table(judged: Run, alice: Any,
     assert "criterion=llm_judge" in row.queue_url and "judge_model=judge-a" in row.queue_url
 
 
-def test_calibration_is_per_judge_model_and_prompt_version(acme: Project, llm: FakeLLM,
-                                                          monkeypatch: pytest.MonkeyPatch, alice: Any) -> None:
+def test_calibration_is_per_judge_model_and_prompt_version(
+    acme: Project, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, alice: Any
+) -> None:
     version = generated_version(acme, 4)
     first = judged_run(acme, version, llm, monkeypatch, count=4, fails={1})
     reworded = judged_run(acme, version, llm, monkeypatch, count=4, fails={1}, guidelines="Be strict.")
@@ -172,16 +182,20 @@ def test_calibration_is_per_judge_model_and_prompt_version(acme: Project, llm: F
     assert all(r.calibration.confusion.fail_pass == 1 for r in rows)
     # the queue filtered to one judge shows only its disagreement
     row = next(r for r in rows if r.judge_model == "judge-b")
-    scope = grades.QueueScope(project=acme, criterion="llm_judge", judge_model="judge-b",
-                              prompt_version=row.prompt_version)
+    scope = grades.QueueScope(
+        project=acme, criterion="llm_judge", judge_model="judge-b", prompt_version=row.prompt_version
+    )
     assert grades.disagreement_keys(scope) == [(result(other_model, 1).pk, "llm_judge")]
 
 
 def test_imported_deepeval_scores_count_as_judged_by_their_evaluation_model(judged: Run, alice: Any) -> None:
     r = result(judged, 0)
     Score.objects.filter(result=r, criterion="trajectory_match").update(
-        justification={"imported_from": "deepeval", "evaluation_model": "gpt-4.1"})
+        justification={"imported_from": "deepeval", "evaluation_model": "gpt-4.1"}
+    )
     grades.grade_save(result=r, criterion="trajectory_match", grader=alice, passed=False)
-    rows = {(row.criterion, row.judge_model, row.prompt_version) for row in
-            calibration.calibration_rows(project=judged.project)}
+    rows = {
+        (row.criterion, row.judge_model, row.prompt_version)
+        for row in calibration.calibration_rows(project=judged.project)
+    }
     assert rows == {("trajectory_match", "gpt-4.1", "")}

@@ -5,7 +5,6 @@ the task (its entry point, then a real django-q2 cluster) stores them and the pa
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import pytest
@@ -27,8 +26,9 @@ def missing_pairs(runs: list[Run]) -> list[int]:
 
 
 @pytest.mark.django_db
-def test_large_runs_show_pending_tests_queue_them_once_then_the_whole_page(acme: Project, alice_client: Client,
-                                                                         settings: Any) -> None:
+def test_large_runs_show_pending_tests_queue_them_once_then_the_whole_page(
+    acme: Project, alice_client: Client, settings: Any
+) -> None:
     cache.clear()
     runs = four_runs(acme, count=30)
     missing = missing_pairs(runs)
@@ -61,8 +61,8 @@ def test_small_runs_are_compared_while_the_page_waits(acme: Project, alice_clien
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_real_cluster_computes_the_pending_comparisons(acme: Project, alice_client: Client, settings: Any,
-                                                         cluster: subprocess.Popen[bytes]) -> None:  # noqa: F811
+@pytest.mark.usefixtures("cluster")
+def test_a_real_cluster_computes_the_pending_comparisons(acme: Project, alice_client: Client, settings: Any) -> None:
     cache.clear()
     runs = four_runs(acme, count=30)
     settings.EVALSITE_NWAY_INLINE_CASES = 10

@@ -86,21 +86,26 @@ def test_a_member_grades_on_the_drilldown_and_sees_who_graded(judged: Run, alice
     assert plain.status_code == 302 and plain["Location"].endswith(f"/cases/{r.pk}/#grades")
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"verdict": "maybe"}, "verdict: say pass or fail"),
-    ({"score": "1.5"}, "score: a score is between 0 and 1"),
-    ({"score": "abc"}, "score: a score is a number"),
-    ({"score": "inf"}, "score: a score is a number"),
-    ({"criterion": "nope"}, "criterion: this result has no score for"),
-    ({"note": "n" * 5001}, "note: a note has at most 5000 characters"),
-])
-def test_bad_grades_are_refused_with_the_field(judged: Run, alice_client: Client, fields: dict[str, str],
-                                               message: str) -> None:
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"verdict": "maybe"}, "verdict: say pass or fail"),
+        ({"score": "1.5"}, "score: a score is between 0 and 1"),
+        ({"score": "abc"}, "score: a score is a number"),
+        ({"score": "inf"}, "score: a score is a number"),
+        ({"criterion": "nope"}, "criterion: this result has no score for"),
+        ({"note": "n" * 5001}, "note: a note has at most 5000 characters"),
+    ],
+)
+def test_bad_grades_are_refused_with_the_field(
+    judged: Run, alice_client: Client, fields: dict[str, str], message: str
+) -> None:
     r = result(judged, 0)
     response = post(alice_client, r, **fields)
     assert message in html(response)
-    plain = alice_client.post(reverse("grade_save"), {"result": r.pk, "criterion": "llm_judge", "verdict": "fail",
-                                                      **fields})
+    plain = alice_client.post(
+        reverse("grade_save"), {"result": r.pk, "criterion": "llm_judge", "verdict": "fail", **fields}
+    )
     assert plain.status_code == 400 and message in html(plain)
     assert not HumanGrade.objects.exists()
 
@@ -126,14 +131,25 @@ def test_another_projects_results_are_not_found(judged: Run, bob_client: Client)
     assert "llm_judge" not in html(bob_client.get(reverse("judge_calibration")))
 
 
-def test_the_queue_grades_in_place_and_the_calibration_page_counts(judged: Run, alice: Any,
-                                                                   alice_client: Client) -> None:
+def test_the_queue_grades_in_place_and_the_calibration_page_counts(
+    judged: Run, alice: Any, alice_client: Client
+) -> None:
     page = html(alice_client.get(reverse("grading_queue")))
     assert "p</kbd>" in page and "grade pass" in page  # the shortcuts are on the page
     assert page.count('data-testid="queue-item"') == 8 + 8  # both criteria, 8 cases each (< 10 per stratum)
     r = result(judged, 1)  # the judge failed it
-    row = alice_client.post(reverse("grade_save"), {"view": "queue", "result": r.pk, "criterion": "llm_judge",
-                                                    "verdict": "pass", "position": "3", "disagreement": "0"}, **HTMX)
+    row = alice_client.post(
+        reverse("grade_save"),
+        {
+            "view": "queue",
+            "result": r.pk,
+            "criterion": "llm_judge",
+            "verdict": "pass",
+            "position": "3",
+            "disagreement": "0",
+        },
+        **HTMX,
+    )
     assert row.status_code == 200
     text = html(row)
     assert text.startswith("<li") and 'data-position="3"' in text and "you: pass" in text
@@ -148,10 +164,15 @@ def test_the_queue_grades_in_place_and_the_calibration_page_counts(judged: Run, 
 
 
 @pytest.mark.parametrize("count", [5, 60])
-def test_queue_and_calibration_queries_do_not_grow_with_the_cases(count: int, acme: Project, alice: Any,
-                                                                  alice_client: Client, llm: FakeLLM,
-                                                                  monkeypatch: pytest.MonkeyPatch,
-                                                                  django_assert_num_queries: Any) -> None:
+def test_queue_and_calibration_queries_do_not_grow_with_the_cases(
+    count: int,
+    acme: Project,
+    alice: Any,
+    alice_client: Client,
+    llm: FakeLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    django_assert_num_queries: Any,
+) -> None:
     run = judged_run(acme, generated_version(acme, count), llm, monkeypatch, count=count, fails={1, 2})
     for index in range(4):
         grades.grade_save(result=result(run, index), criterion="llm_judge", grader=alice, passed=index % 2 == 0)

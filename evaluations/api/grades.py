@@ -49,22 +49,32 @@ def _grades(request: Request) -> QuerySet[HumanGrade]:
 
 def _save(request: Request, result: CaseResult, criterion: str, data: dict[str, Any]) -> tuple[HumanGrade, bool]:
     try:
-        grade, created = grades.grade_save(result=result, criterion=criterion, grader=request.user,
-                                           passed=data["verdict"] == "pass", score=data.get("score"),
-                                           note=data.get("note", ""))
+        grade, created = grades.grade_save(
+            result=result,
+            criterion=criterion,
+            grader=request.user,
+            passed=data["verdict"] == "pass",
+            score=data.get("score"),
+            note=data.get("note", ""),
+        )
     except DjangoValidationError as exc:
         raise ValidationError(exc.message_dict) from None
     return _grades(request).get(pk=grade.pk), created
 
 
 @extend_schema_view(
-    get=extend_schema(summary="People's grades in your projects", parameters=[GradeQuery],
-                      responses=responses(GradeSerializer(many=True), *READ_ERRORS)),
+    get=extend_schema(
+        summary="People's grades in your projects",
+        parameters=[GradeQuery],
+        responses=responses(GradeSerializer(many=True), *READ_ERRORS),
+    ),
     post=extend_schema(
         summary="Grade a criterion of a result (pass or fail, an optional score and a note)",
         description="Creates your grade (201) or changes your earlier grade of the same result and criterion "
-                    "(200). Members and admins only.",
-        request=GradeCreateSerializer, responses=responses(GradeSerializer, *WRITE_ERRORS, status=201)),
+        "(200). Members and admins only.",
+        request=GradeCreateSerializer,
+        responses=responses(GradeSerializer, *WRITE_ERRORS, status=201),
+    ),
 )
 class GradeList(ListCreateAPIView):
     serializer_class = GradeSerializer
@@ -72,8 +82,12 @@ class GradeList(ListCreateAPIView):
     def get_queryset(self) -> QuerySet[HumanGrade]:
         params = query(GradeQuery, self.request)
         qs = _grades(self.request)
-        for param, field in (("project", "project__slug"), ("run", "run_id"), ("result", "result_id"),
-                             ("criterion", "criterion")):
+        for param, field in (
+            ("project", "project__slug"),
+            ("run", "run_id"),
+            ("result", "result_id"),
+            ("criterion", "criterion"),
+        ):
             if param in params:
                 qs = qs.filter(**{field: params[param]})
         grader = params.get("grader")
@@ -87,8 +101,10 @@ class GradeList(ListCreateAPIView):
         form = GradeCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        result = get_object_or_404(CaseResult.objects.select_related("case", "run__project")
-                                   .filter(run__in=visible_runs(request)), pk=data["result"])
+        result = get_object_or_404(
+            CaseResult.objects.select_related("case", "run__project").filter(run__in=visible_runs(request)),
+            pk=data["result"],
+        )
         require_writer(request, result.run.project, "grade")
         grade, created = _save(request, result, data["criterion"], data)
         return Response(GradeSerializer(grade).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -96,8 +112,9 @@ class GradeList(ListCreateAPIView):
 
 @extend_schema_view(
     get=extend_schema(summary="One grade", responses=responses(GradeSerializer, *READ_ERRORS)),
-    patch=extend_schema(summary="Change your grade", request=GradeChangeSerializer,
-                        responses=responses(GradeSerializer, *WRITE_ERRORS)),
+    patch=extend_schema(
+        summary="Change your grade", request=GradeChangeSerializer, responses=responses(GradeSerializer, *WRITE_ERRORS)
+    ),
 )
 class GradeDetail(GenericAPIView):
     serializer_class = GradeSerializer
@@ -129,29 +146,57 @@ class GradingQueue(GenericAPIView):
     serializer_class = GradingQueueSerializer
     pagination_class = None
 
-    @extend_schema(summary="The grading queue: disagreements first, then a stratified sample",
-                   parameters=[GradingQueueQuery], responses=responses(GradingQueueSerializer, *READ_ERRORS))
+    @extend_schema(
+        summary="The grading queue: disagreements first, then a stratified sample",
+        parameters=[GradingQueueQuery],
+        responses=responses(GradingQueueSerializer, *READ_ERRORS),
+    )
     def get(self, request: Request) -> Response:
         params = query(GradingQueueQuery, request)
         project = _project(request, params.get("project"))
         if project is None:
             return Response({"count": 0, "disagreements": 0, "page": 1, "num_pages": 1, "results": []})
         version = params.get("prompt_version")
-        scope = grades.QueueScope(project=project, evalset=params.get("evalset"), run=params.get("run"),
-                                  criterion=params.get("criterion", ""), judge_model=params.get("judge_model"),
-                                  prompt_version=None if version is None else ("" if version == "-" else version))
+        scope = grades.QueueScope(
+            project=project,
+            evalset=params.get("evalset"),
+            run=params.get("run"),
+            criterion=params.get("criterion", ""),
+            judge_model=params.get("judge_model"),
+            prompt_version=None if version is None else ("" if version == "-" else version),
+        )
         page = grades.queue_page(scope, user=request.user, page=params["page"])
         body = {
-            "count": page.total, "disagreements": page.disagreements, "page": page.page, "num_pages": page.pages,
-            "results": [{
-                "position": item.position, "disagreement": item.disagreement, "run": item.run_id,
-                "result": item.result_id, "criterion": item.criterion, "eval_id": item.eval_id,
-                "evalset": item.evalset, "status": item.status, "automatic_passed": item.auto_passed,
-                "automatic_score": item.auto_score, "output": item.line,
-                "grades": [{"grader": g.grader, "verdict": "pass" if g.passed else "fail", "score": g.score,
-                            "note": g.note} for g in item.grades],
-                "url": reverse("run_case", args=[item.run_id, item.result_id]),
-            } for item in page.items],
+            "count": page.total,
+            "disagreements": page.disagreements,
+            "page": page.page,
+            "num_pages": page.pages,
+            "results": [
+                {
+                    "position": item.position,
+                    "disagreement": item.disagreement,
+                    "run": item.run_id,
+                    "result": item.result_id,
+                    "criterion": item.criterion,
+                    "eval_id": item.eval_id,
+                    "evalset": item.evalset,
+                    "status": item.status,
+                    "automatic_passed": item.auto_passed,
+                    "automatic_score": item.auto_score,
+                    "output": item.line,
+                    "grades": [
+                        {
+                            "grader": g.grader,
+                            "verdict": "pass" if g.passed else "fail",
+                            "score": g.score,
+                            "note": g.note,
+                        }
+                        for g in item.grades
+                    ],
+                    "url": reverse("run_case", args=[item.run_id, item.result_id]),
+                }
+                for item in page.items
+            ],
         }
         return Response(GradingQueueSerializer(body).data)
 
@@ -162,8 +207,11 @@ class JudgeCalibration(GenericAPIView):
     serializer_class = CalibrationSerializer
     pagination_class = None
 
-    @extend_schema(summary="Judge calibration: each LLM judge's agreement with people's grades",
-                   parameters=[CalibrationQuery], responses=responses(CalibrationSerializer(many=True), *READ_ERRORS))
+    @extend_schema(
+        summary="Judge calibration: each LLM judge's agreement with people's grades",
+        parameters=[CalibrationQuery],
+        responses=responses(CalibrationSerializer(many=True), *READ_ERRORS),
+    )
     def get(self, request: Request) -> Response:
         params = query(CalibrationQuery, request)
         project = _project(request, params.get("project"))
@@ -173,13 +221,26 @@ class JudgeCalibration(GenericAPIView):
         for row in calibration.calibration_rows(project=project, criterion=params.get("criterion", "")):
             c = row.calibration
             m = c.confusion
-            rows.append({
-                "criterion": row.criterion, "judge_model": row.judge_model, "prompt_version": row.prompt_version,
-                "items": c.items, "compared": m.total, "ties": c.ties, "accuracy": m.accuracy,
-                "cohen_kappa": m.kappa,
-                "confusion": {"judge_pass_people_pass": m.pass_pass, "judge_pass_people_fail": m.pass_fail,
-                              "judge_fail_people_pass": m.fail_pass, "judge_fail_people_fail": m.fail_fail},
-                "graders_items": c.graders.items, "graders_observed_agreement": c.graders.observed,
-                "graders_fleiss_kappa": c.graders.kappa, "disagreements_url": row.queue_url,
-            })
+            rows.append(
+                {
+                    "criterion": row.criterion,
+                    "judge_model": row.judge_model,
+                    "prompt_version": row.prompt_version,
+                    "items": c.items,
+                    "compared": m.total,
+                    "ties": c.ties,
+                    "accuracy": m.accuracy,
+                    "cohen_kappa": m.kappa,
+                    "confusion": {
+                        "judge_pass_people_pass": m.pass_pass,
+                        "judge_pass_people_fail": m.pass_fail,
+                        "judge_fail_people_pass": m.fail_pass,
+                        "judge_fail_people_fail": m.fail_fail,
+                    },
+                    "graders_items": c.graders.items,
+                    "graders_observed_agreement": c.graders.observed,
+                    "graders_fleiss_kappa": c.graders.kappa,
+                    "disagreements_url": row.queue_url,
+                }
+            )
         return Response(CalibrationSerializer(rows, many=True).data)

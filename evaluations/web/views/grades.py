@@ -35,13 +35,19 @@ from evaluations.web.views.compare import parse_id, runs_visible_to
 WRITERS = {Membership.Role.MEMBER, Membership.Role.ADMIN}
 
 
-def panel_context(*, user: Any, run: Run, result: CaseResult, error: str = "",
-                  role: str | None = None) -> dict[str, Any]:
+def panel_context(
+    *, user: Any, run: Run, result: CaseResult, error: str = "", role: str | None = None
+) -> dict[str, Any]:
     """What `grades/_drill_grades.html` shows: each criterion's automatic verdict and grades."""
     if role is None:
         role = run.project.role_of(user)
-    return {"criteria": grades.result_grades(result=result, user=user), "can_grade": role in WRITERS,
-            "run": run, "result": result, "error": error}
+    return {
+        "criteria": grades.result_grades(result=result, user=user),
+        "can_grade": role in WRITERS,
+        "run": run,
+        "result": result,
+        "error": error,
+    }
 
 
 def parse_score(raw: str | None) -> float | None:
@@ -59,8 +65,9 @@ def parse_score(raw: str | None) -> float | None:
 
 def _messages(exc: ValidationError) -> str:
     if hasattr(exc, "error_dict"):
-        return "; ".join(f"{name}: {' '.join(e.messages[0] for e in errors)}"
-                         for name, errors in exc.error_dict.items())
+        return "; ".join(
+            f"{name}: {' '.join(e.messages[0] for e in errors)}" for name, errors in exc.error_dict.items()
+        )
     return " ".join(exc.messages)
 
 
@@ -71,9 +78,14 @@ def scope_from(project: Project, params: QueryDict) -> grades.QueueScope:
     if (params.get("evalset") and evalset is None) or (params.get("run") and run is None):
         raise Http404("no such eval set or run")
     version = params.get("prompt_version")
-    return grades.QueueScope(project=project, evalset=evalset, run=run, criterion=params.get("criterion", "")[:100],
-                             judge_model=params.get("judge_model"),
-                             prompt_version=None if version is None else ("" if version == "-" else version))
+    return grades.QueueScope(
+        project=project,
+        evalset=evalset,
+        run=run,
+        criterion=params.get("criterion", "")[:100],
+        judge_model=params.get("judge_model"),
+        prompt_version=None if version is None else ("" if version == "-" else version),
+    )
 
 
 @login_required
@@ -83,8 +95,9 @@ def grade_save(request: HttpRequest) -> HttpResponse:
     if result_id is None:
         raise Http404("no such result")
     result = get_object_or_404(
-        CaseResult.objects.select_related("case", "run__project")
-        .filter(run__in=runs_visible_to(request.user)), pk=result_id)
+        CaseResult.objects.select_related("case", "run__project").filter(run__in=runs_visible_to(request.user)),
+        pk=result_id,
+    )
     run = result.run
     role = run.project.role_of(request.user)
     if role not in WRITERS:
@@ -95,21 +108,36 @@ def grade_save(request: HttpRequest) -> HttpResponse:
         passed = grades.parse_verdict(request.POST.get("verdict"))
         if passed is None:
             raise ValidationError({"verdict": "say pass or fail"})
-        grades.grade_save(result=result, criterion=criterion, grader=request.user, passed=passed,
-                          score=parse_score(request.POST.get("score")), note=request.POST.get("note", ""))
+        grades.grade_save(
+            result=result,
+            criterion=criterion,
+            grader=request.user,
+            passed=passed,
+            score=parse_score(request.POST.get("score")),
+            note=request.POST.get("note", ""),
+        )
     except ValidationError as exc:
         error = _messages(exc)
     in_queue = request.POST.get("view") == "queue"
     if in_queue:
         scope = scope_from(run.project, request.POST)
         position = parse_id(request.POST.get("position")) or 0
-        item = grades.queue_item(scope, user=request.user, result_id=result.pk, criterion=criterion,
-                                 position=position, disagreement=request.POST.get("disagreement") == "1")
+        item = grades.queue_item(
+            scope,
+            user=request.user,
+            result_id=result.pk,
+            criterion=criterion,
+            position=position,
+            disagreement=request.POST.get("disagreement") == "1",
+        )
         if item is None:
             raise Http404("no such item")
         if request.htmx:  # type: ignore[attr-defined]
-            return render(request, "evaluations/grades/_queue_row.html",
-                          {"item": item, "can_grade": True, "error": error, "scope_query": scope.query()})
+            return render(
+                request,
+                "evaluations/grades/_queue_row.html",
+                {"item": item, "can_grade": True, "error": error, "scope_query": scope.query()},
+            )
         if error:
             return HttpResponse(f"Not saved: {error}", status=400, content_type="text/plain; charset=utf-8")
         return redirect(reverse("grading_queue") + "?" + urlencode(scope.query()))
@@ -142,12 +170,16 @@ def grading_queue(request: HttpRequest) -> HttpResponse:
         scope = scope_from(project, request.GET)
         page = grades.queue_page(scope, user=request.user, page=request.GET.get("page", 1))
         query = scope.query()
-        context.update({
-            "scope": scope, "queue": page, "scope_query": query,
-            "can_grade": project.role_of(request.user) in WRITERS,
-            "page_query": urlencode(query),
-            "calibration_url": reverse("judge_calibration"),
-        })
+        context.update(
+            {
+                "scope": scope,
+                "queue": page,
+                "scope_query": query,
+                "can_grade": project.role_of(request.user) in WRITERS,
+                "page_query": urlencode(query),
+                "calibration_url": reverse("judge_calibration"),
+            }
+        )
     return render(request, "evaluations/grades/queue.html", context)
 
 
@@ -156,5 +188,8 @@ def grading_queue(request: HttpRequest) -> HttpResponse:
 def judge_calibration(request: HttpRequest) -> HttpResponse:
     project = current_project(request)
     rows = calibration.calibration_rows(project=project) if project is not None else []
-    return render(request, "evaluations/grades/calibration.html",
-                  {"project": project, "rows": rows, "queue_url": reverse("grading_queue")})
+    return render(
+        request,
+        "evaluations/grades/calibration.html",
+        {"project": project, "rows": rows, "queue_url": reverse("grading_queue")},
+    )
