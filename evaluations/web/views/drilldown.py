@@ -533,10 +533,11 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
     if request.GET.get("baseline") and baseline_id is None:
         raise Http404("no such run")
     if baseline_id is not None and baseline_id != run.pk:
-        baseline = get_object_or_404(runs_visible_to(request.user), pk=baseline_id, project=run.project)
+        baseline = get_object_or_404(runs_visible_to(request.user).select_related("evalset_version"), pk=baseline_id,
+                                     project=run.project)
         # The case's row in the baseline's version first (its (version, eval_id) index), then
         # its results by the (run, case) index: not a walk over every result of the baseline.
-        case_ids = EvalCase.objects.filter(version_id=baseline.evalset_version_id, eval_id=result.case.eval_id)
+        case_ids = EvalCase.objects.in_version_by_eval_id(baseline.evalset_version, result.case.eval_id)
         candidates = list(CaseResult.objects.filter(run=baseline, case_id__in=case_ids.values("pk"))
                           .select_related("case").order_by("iteration"))
         baseline_result = next((r for r in candidates if r.iteration == result.iteration),

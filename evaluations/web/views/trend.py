@@ -74,7 +74,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
     latest = list(completed
                   .select_related("evalset_version")
                   .only("pk", "name", "model", "branch", "git_commit", "created_at", "summary", "eval_ids",
-                        "evalset_version__case_count")
+                        "evalset_version__case_count", "evalset_version__number", "evalset_version__evalset_id")
                   .order_by("-created_at", "-pk")[:TREND_RUNS + 1])
     more_runs = len(latest) > TREND_RUNS
     runs = latest[:TREND_RUNS][::-1]
@@ -95,7 +95,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
         # Every run has a result for every case of the one version (a run without a subset
         # makes one per case): the version's cases are the rows, read a page at a time by
         # their (version, eval_id) index and counted by the version, not over 30 runs' results.
-        paginator = Paginator(EvalCase.objects.filter(version_id=versions[0]).values_list("eval_id", flat=True)
+        paginator = Paginator(EvalCase.objects.in_version(runs[0].evalset_version).values_list("eval_id", flat=True)
                               .order_by("eval_id"), CASES_PER_PAGE)
         paginator.count = runs[0].evalset_version.case_count
     else:
@@ -112,7 +112,9 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
     outcomes: dict[tuple[str, int], list[str]] = defaultdict(list)
     first_pk: dict[tuple[str, int], int] = {}
     # The shown cases' rows in each version, then their results by the (run, case) index.
-    case_ids = dict(EvalCase.objects.filter(version_id__in=versions, eval_id__in=shown).values_list("pk", "eval_id"))
+    numbers = [run.evalset_version.number for run in runs]
+    case_ids = dict(EvalCase.objects.filter(evalset_id=evalset.pk, valid_from__lte=max(numbers),
+                                            valid_to__gt=min(numbers), eval_id__in=shown).values_list("pk", "eval_id"))
     for pk, run_id, case_id, status in (
         CaseResult.objects.filter(run_id__in=run_ids, case_id__in=list(case_ids))
         .values_list("pk", "run_id", "case_id", "status").order_by("iteration", "pk")
