@@ -55,7 +55,7 @@ from evaluations.schemas.evalset import Invocation, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from evaluations.web.charts import to_html
 from evaluations.web.charts.trace import WaterfallSpan, waterfall
-from evaluations.web.views.common import enter_project
+from evaluations.web.views.common import can_upload, enter_project
 from evaluations.web.views.compare import CASES_PER_PAGE, FILTERS, parse_id, runs_visible_to
 from evaluations.web.views.triage import panel_context
 
@@ -552,4 +552,7 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
         # The case's triage in this comparison: read by everyone, changed by members.
         triage_panel = panel_context(user=request.user, project=run.project, candidate=run, result=result,
                                      baseline=baseline)
-    return render(request, "evaluations/compare/drilldown.html", {"page": page, "triage_panel": triage_panel})
+    # Members and admins may promote the result into a case (the triage panel knows the role).
+    can_curate = triage_panel["can_triage"] if triage_panel else can_upload(request.user, run.project)
+    return render(request, "evaluations/compare/drilldown.html", {"page": page, "triage_panel": triage_panel,
+                                                                  "can_curate": can_curate})
