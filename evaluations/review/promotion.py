@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from evaluations.evalsets.curation import CASE_FIELDS, case_native
 from evaluations.evaluators.base import aligned_turns, text_of
-from evaluations.models import CaseResult, Run
+from evaluations.models import CaseResult, EvalCase, EvalSetVersion, Run
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import AgentOutput
 
@@ -50,6 +50,24 @@ def proposed_case(*, base: dict[str, Any], result: CaseResult, new_case: bool, t
         taken.add(case["eval_id"])
         case["tags"] = list(dict.fromkeys([*(base.get("tags") or []), "promoted"]))
     return case
+
+
+def proposed_expectations(*, run: Run, version: EvalSetVersion, eval_ids: list[str]) -> list[dict[str, Any]]:
+    """The cases of `version` named by `eval_ids` with the run's answers as their expected
+    ones (its first repeat of each); ids the version no longer has are left out. Two queries."""
+    current = {c.eval_id: case_native(c)
+               for c in EvalCase.objects.in_version_by_eval_id(version, eval_ids).only(*CASE_FIELDS)}
+    results = (CaseResult.objects.filter(run=run, case__eval_id__in=list(current))
+               .select_related("case").only("pk", "run_id", "iteration", "output", "case__eval_id")
+               .order_by("case__position", "iteration"))
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for result in results:
+        eval_id = result.case.eval_id
+        if eval_id not in seen:
+            seen.add(eval_id)
+            out.append(proposed_case(base=current[eval_id], result=result, new_case=False, taken=set()))
+    return out
 
 
 def proposed_cases(*, run: Run, eval_ids: list[str], taken: set[str]) -> list[dict[str, Any]]:
