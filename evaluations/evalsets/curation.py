@@ -73,12 +73,21 @@ def validation_problems(exc: ValidationError, prefix: Iterable[str | int] = ()) 
     return [Problem(format_path([*prefix, *err["loc"]]), err["msg"]) for err in exc.errors(include_url=False)]
 
 
+_OPS = {"put", "delete", "duplicate", "tag", "untag", "move"}
+
+
 def parse_edit(data: Any) -> VersionEdit:
     """A `VersionEdit` from JSON-like data, or `CurationError` with the paths of what is wrong."""
     try:
         return VersionEdit.model_validate(data)
     except ValidationError as exc:
-        raise CurationError(validation_problems(exc)) from None
+        problems = []
+        for err in exc.errors(include_url=False):
+            loc = list(err["loc"])
+            if len(loc) >= 4 and loc[0] == "changes" and loc[2] in _OPS:
+                del loc[2]  # the union's tag (the change's `op`), not a field of the request
+            problems.append(Problem(format_path(loc), err["msg"]))
+        raise CurationError(problems) from None
 
 
 def case_native(case: EvalCase) -> dict[str, Any]:
