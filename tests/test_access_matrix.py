@@ -143,6 +143,7 @@ ROUTES = [
                                                ("eval_ids", "{eval_id}"))),
     Route("result_promote", WRITE),
     Route("run_promote_selected", WRITE, "post", data=(("eval_ids", "{eval_id}"),)),
+    Route("run_promote_form", READ, query="?baseline={base}"),  # members get the form, viewers an empty slot
     Route("api_evalset_edit", WRITE, "post", api=True),
     Route("api_evalset_diff", READ, api=True, query="?from=1&to=1"),
     Route("api_run_promote", WRITE, "post", api=True, data=(("eval_ids", "{eval_id}"),)),
@@ -224,7 +225,7 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "case_new": {"pk": w["evalset"].pk}, "evalset_bulk": {"pk": w["evalset"].pk},
         "case_edit": {"pk": w["case"].pk}, "case_duplicate": {"pk": w["case"].pk},
         "case_delete": {"pk": w["case"].pk}, "result_promote": {"run_pk": w["run"].pk, "result_pk": w["result"].pk},
-        "run_promote_selected": {"run_pk": w["run"].pk},
+        "run_promote_selected": {"run_pk": w["run"].pk}, "run_promote_form": {"run_pk": w["run"].pk},
         "api_evalset_edit": {"pk": w["evalset"].pk}, "api_evalset_diff": {"pk": w["evalset"].pk},
         "project_members": {"slug": "acme"}, "project_activity": {"slug": "acme"},
         "account_token_revoke": {"pk": w["token"].pk},

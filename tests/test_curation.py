@@ -306,3 +306,76 @@ def test_old_cases_cannot_be_edited_from_their_page(acme: Project, alice_client:
     old = EvalCase.objects.get(eval_id="case_0001")
     edit(first, [{"op": "put", "eval_id": "case_0001", "case": case_dict("case_0001", "z")}])
     assert alice_client.get(reverse("case_edit", args=[old.pk])).status_code == 404
+
+
+# --- Promotion and the trend ------------------------------------------------------------------
+
+
+def test_regressions_from_a_comparison_are_added_in_one_action(acme: Project, alice_client: Client) -> None:
+    from tests.compare_helpers import generated_outputs, generated_version, make_run
+
+    version = generated_version(acme, 12)
+    baseline = make_run(acme, version, generated_outputs(12))
+    candidate = make_run(acme, version, generated_outputs(12, wrong={2, 5}))
+    form = alice_client.get(reverse("run_promote_form", args=[candidate.pk]), {"baseline": baseline.pk})
+    assert 'data-testid="promote-form"' in form.content.decode() and "2 regressed cases" in form.content.decode()
+    response = alice_client.post(reverse("run_promote_selected", args=[candidate.pk]),
+                                 {"baseline": baseline.pk, "status": "regressed", "note": "two regressions"})
+    assert response.status_code == 302
+    v2 = EvalSet.objects.get(pk=version.evalset_id).latest_version
+    assert (v2.number, v2.how_created, v2.note) == (2, "promotion", "two regressions")
+    added = EvalCase.objects.in_version(v2).filter(valid_from=2)
+    assert sorted(added.values_list("eval_id", flat=True)) == [f"case_0002-run{candidate.pk}",
+                                                               f"case_0005-run{candidate.pk}"]
+    # the agent's wrong call became the proposed expectation
+    promoted = added.get(eval_id=f"case_0002-run{candidate.pk}")
+    assert promoted.conversation[0]["expected_tool_trajectory"][0]["args"] == {"id": 0}
+
+
+def test_a_viewer_gets_no_promotion_form(acme: Project, carol: Any) -> None:
+    from tests.compare_helpers import generated_outputs, generated_version, make_run
+
+    version = generated_version(acme, 4)
+    baseline = make_run(acme, version, generated_outputs(4))
+    candidate = make_run(acme, version, generated_outputs(4, wrong={1}))
+    client = Client()
+    client.force_login(carol)
+    form = client.get(reverse("run_promote_form", args=[candidate.pk]), {"baseline": baseline.pk})
+    assert form.status_code == 200 and form.content == b""
+
+
+def test_the_drilldown_proposes_the_agents_answer_as_the_new_expectation(acme: Project, alice_client: Client) -> None:
+    from tests.compare_helpers import generated_outputs, generated_version, make_run
+
+    version = generated_version(acme, 4)
+    run = make_run(acme, version, generated_outputs(4, wrong={1}))
+    result = run.results.get(case__eval_id="case_0001")
+    drill = alice_client.get(reverse("run_case", args=[run.pk, result.pk])).content.decode()
+    assert 'data-testid="promote"' in drill
+    url = reverse("result_promote", args=[run.pk, result.pk]) + "?mode=expected"
+    page = alice_client.get(url)
+    fields = page.context["fields"]
+    assert fields.eval_id == "case_0001" and json.loads(fields.turns[0].tool_calls) == [
+        {"name": "lookup", "args": {"id": 0}}]
+    post = {"base_version": "1", "original": fields.original, "turn_count": "1", "eval_id": "case_0001",
+            "tags": fields.tags, "turn-0-user": fields.turns[0].user, "turn-0-expected": fields.turns[0].expected,
+            "turn-0-tools": '[{"name": "lookup", "args": {"id": 1}}]', "note": "fixed by hand", "mode": "expected"}
+    response = alice_client.post(url, post)
+    assert response.status_code == 302
+    v2 = EvalSet.objects.get(pk=version.evalset_id).latest_version
+    assert v2.how_created == "promotion"
+    assert EvalCase.objects.in_version(v2).get(eval_id="case_0001").conversation[0][
+        "expected_tool_trajectory"][0]["args"] == {"id": 1}
+
+
+def test_the_trend_marks_where_the_version_changed(acme: Project, alice_client: Client) -> None:
+    from tests.compare_helpers import generated_outputs, generated_version, make_run
+
+    version = generated_version(acme, 4)
+    make_run(acme, version, generated_outputs(4))
+    v2 = edit(version.evalset, [{"op": "tag", "eval_ids": ["case_0001"], "tag": "reviewed"}]).version
+    later = make_run(acme, v2, generated_outputs(4))
+    page = alice_client.get(reverse("evalset_trend", args=[version.evalset_id])).content.decode()
+    assert 'data-testid="version-changes"' in page and f"at #{later.pk}" in page
+    assert "?from=1&amp;to=2" in page
+    assert '"dash":"dash"' in page.replace(" ", "")  # the line drawn on the figures

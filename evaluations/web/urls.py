@@ -36,6 +36,7 @@ urlpatterns = [
     path("cases/<int:pk>/delete/", curation.case_delete, name="case_delete"),
     path("runs/<int:run_pk>/cases/<int:result_pk>/promote/", curation.result_promote, name="result_promote"),
     path("runs/<int:run_pk>/promote/", curation.run_promote_selected, name="run_promote_selected"),
+    path("runs/<int:run_pk>/promote/form/", curation.run_promote_form, name="run_promote_form"),
     path("projects/switch/", evalsets.project_switch, name="project_switch"),
     path("projects/<slug:slug>/members/", projects.project_members, name="project_members"),
     path("projects/<slug:slug>/activity/", projects.project_activity_view, name="project_activity"),

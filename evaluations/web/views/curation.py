@@ -26,7 +26,8 @@ from evaluations.evalsets.curation import (
     parse_edit,
 )
 from evaluations.models import OPEN_VERSION, AuditEvent, CaseResult, EvalCase, EvalSet, EvalSetVersion
-from evaluations.review import promotion
+from evaluations.review import comparison, promotion
+from evaluations.review.statistics import ERRORED, FLAKY, IMPROVED, NEW, REGRESSED, UNCHANGED_FAIL
 from evaluations.review.versions import version_diff, version_history
 from evaluations.runs.selectors import runs_visible_to
 from evaluations.web.views.common import can_upload, enter_project
@@ -259,14 +260,45 @@ def result_promote(request: HttpRequest, run_pk: int, result_pk: int) -> HttpRes
                                 note=f"from run #{run.pk}", extra=extra))
 
 
+PROMOTABLE = (REGRESSED, UNCHANGED_FAIL, ERRORED, FLAKY, IMPROVED, NEW)
+
+
+@login_required
+@require_GET
+def run_promote_form(request: HttpRequest, run_pk: int) -> HttpResponse:
+    """The compare page's "add these cases to an eval set" form, fetched by htmx so the cached
+    comparison stays the same for every role: members and admins get the form, viewers nothing."""
+    run = get_object_or_404(runs_visible_to(request.user).select_related("project", "evalset_version__evalset"),
+                            pk=run_pk)
+    baseline = get_object_or_404(runs_visible_to(request.user), pk=_number(request.GET.get("baseline")) or 0,
+                                 project=run.project)
+    if not can_upload(request.user, run.project):
+        return HttpResponse("")
+    counts = comparison.comparison_walk(baseline=baseline, candidate=run).counts
+    choices = [(s, counts.get(s, 0)) for s in PROMOTABLE if counts.get(s)]
+    targets = list(EvalSet.objects.filter(project=run.project).only("pk", "name", "eval_set_id")
+                   .order_by("name", "eval_set_id")[:200])
+    return render(request, "evaluations/curation/_promote_compare.html", {
+        "run": run, "baseline": baseline, "choices": choices, "targets": targets,
+        "own": run.evalset_version.evalset_id, "next": request.GET.get("next", "")})
+
+
 @login_required
 @require_POST
 def run_promote_selected(request: HttpRequest, run_pk: int) -> HttpResponse:
     """The selected cases of a run (e.g. a comparison's regressions) into an eval set in one
-    save: each becomes a new case, its expectation taken from the run's answers."""
+    save: each becomes a new case, its expectation taken from the run's answers. The cases are
+    `eval_ids`, or every case of one status in the comparison with `baseline`."""
     run = get_object_or_404(runs_visible_to(request.user).select_related("project", "evalset_version__evalset"),
                             pk=run_pk)
     eval_ids = list(dict.fromkeys(request.POST.getlist("eval_ids")))[:BULK_LIMIT]
+    status = request.POST.get("status", "")
+    baseline_id = _number(request.POST.get("baseline"))
+    if not eval_ids and status in PROMOTABLE and baseline_id is not None:
+        baseline = get_object_or_404(runs_visible_to(request.user), pk=baseline_id, project=run.project)
+        walk = comparison.comparison_walk(baseline=baseline, candidate=run)
+        eval_ids = list(dict.fromkeys(eval_id for row_status, _, eval_id in walk.rows
+                                      if row_status == status))[:BULK_LIMIT]
     target_pk = _number(request.POST.get("target")) or run.evalset_version.evalset_id
     target = get_object_or_404(EvalSet.objects.select_related("project"), pk=target_pk, project=run.project)
     _require_edit(request, target)

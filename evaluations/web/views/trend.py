@@ -26,6 +26,7 @@ from evaluations.review import comparison
 from evaluations.review.selectors import FAILING, TREND_RUNS, first_failing, run_label
 from evaluations.web.charts import to_html
 from evaluations.web.charts.compare import HeatmapRow, TrendPoint, case_heatmap, latency_trend, pass_rate_trend
+from evaluations.web.charts.versions import VersionChange, mark_version_changes
 from evaluations.web.views.common import enter_project
 
 CASES_PER_PAGE = 50
@@ -59,6 +60,7 @@ class TrendPage:
     model: str = ""
     branches: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
+    version_changes: tuple[VersionChange, ...] = ()  # where the eval set's version changed (issue 18)
 
 
 def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str = "", model: str = "") -> TrendPage:
@@ -156,12 +158,27 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
             failing.append(FailingCase(eval_id, labels[position[run.pk]], url,
                                        sum(1 for c in cells[since:] if c in FAILING), urls[-1]))
     paginated.object_list = shown
+    changes = _version_changes(evalset, runs, labels)
     return TrendPage(
         evalset=evalset, runs=runs, run_labels=labels, points=points,
-        pass_rate_html=to_html(pass_rate_trend(points)), latency_html=to_html(latency_trend(points)),
+        pass_rate_html=to_html(mark_version_changes(pass_rate_trend(points), changes)),
+        latency_html=to_html(mark_version_changes(latency_trend(points), changes)),
+        version_changes=tuple(changes),
         heatmap_html=to_html(case_heatmap(rows, labels)) if rows else "", cases=paginated, failing=failing,
         failing_only=failing_only, more_runs=more_runs, **filters,
     )
+
+
+def _version_changes(evalset: EvalSet, runs: list[Run], labels: list[str]) -> list[VersionChange]:
+    """Each run (oldest first) whose eval-set version differs from the run before it."""
+    diff_url = reverse("evalset_diff", args=[evalset.pk])
+    changes = []
+    for i in range(1, len(runs)):
+        before, after = runs[i - 1].evalset_version.number, runs[i].evalset_version.number
+        if before != after:
+            changes.append(VersionChange(labels[i], runs[i].created_at, before, after,
+                                         f"{diff_url}?from={before}&to={after}"))
+    return changes
 
 
 @login_required
