@@ -65,6 +65,16 @@ class CallChange:
     after: str
     arg_diffs: list[dict[str, Any]]
 
+    @property
+    def arg_lines(self) -> list[str]:
+        """The argument diffs as text for the page: `path: changed 1 → 2` (values as JSON)."""
+        lines = []
+        for d in self.arg_diffs:
+            before = json.dumps(d["expected"], ensure_ascii=False) if "expected" in d else ""
+            after = json.dumps(d["actual"], ensure_ascii=False) if "actual" in d else ""
+            lines.append(f"{d['path']}: {d['kind']} {before}{' → ' if before and after else ''}{after}".rstrip())
+        return lines
+
 
 @dataclass
 class TurnChange:
