@@ -76,10 +76,11 @@ def main() -> None:
     project = project_get_or_create_default()
     document = import_bench.generate(args.cases)
     started = time.perf_counter()
-    [outcome] = evalset_import(project=project, files=[SourceFile("bench.evalset.json",
-                                                                  json.dumps(document).encode())])
-    print(f"{connection.vendor}: imported {outcome.case_count:,} ADK cases in {time.perf_counter() - started:.1f} s "
-          "(untimed setup)")
+    [outcome] = evalset_import(project=project, files=[SourceFile("bench.evalset.json", json.dumps(document).encode())])
+    print(
+        f"{connection.vendor}: imported {outcome.case_count:,} ADK cases in {time.perf_counter() - started:.1f} s "
+        "(untimed setup)"
+    )
     evalset = outcome.evalset
     middle = EvalCase.objects.in_version(outcome.version).order_by("position")[args.cases // 2]
     base_case = case_native(middle)
@@ -91,22 +92,39 @@ def main() -> None:
     def save_one() -> None:
         case = json.loads(json.dumps(base_case))
         case["conversation"][0]["expected_final_response"] = {"role": "model", "content": f"fixed {next(counter)}"}
-        evalset_edit(evalset=evalset, edit=parse_edit({"base_version": latest().number, "note": "bench",
-                                                       "changes": [{"op": "put", "eval_id": case["eval_id"],
-                                                                    "case": case}]}))
+        evalset_edit(
+            evalset=evalset,
+            edit=parse_edit(
+                {
+                    "base_version": latest().number,
+                    "note": "bench",
+                    "changes": [{"op": "put", "eval_id": case["eval_id"], "case": case}],
+                }
+            ),
+        )
 
-    tagged = list(EvalCase.objects.in_version(outcome.version).order_by("position")
-                  .values_list("eval_id", flat=True)[:100])
+    tagged = list(
+        EvalCase.objects.in_version(outcome.version).order_by("position").values_list("eval_id", flat=True)[:100]
+    )
 
     def save_bulk_tag() -> None:
-        evalset_edit(evalset=evalset, edit=parse_edit({"base_version": latest().number, "changes": [
-            {"op": "tag", "eval_ids": tagged, "tag": f"t{next(counter)}"}]}))
+        evalset_edit(
+            evalset=evalset,
+            edit=parse_edit(
+                {
+                    "base_version": latest().number,
+                    "changes": [{"op": "tag", "eval_ids": tagged, "tag": f"t{next(counter)}"}],
+                }
+            ),
+        )
 
     def table_bytes() -> tuple[int, int]:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(conversation AS TEXT)) + LENGTH(CAST(metadata AS "
-                           "TEXT)) + LENGTH(CAST(tags AS TEXT)) + LENGTH(search_text) + LENGTH(eval_id) + "
-                           "LENGTH(content_hash) + 64), 0) FROM evaluations_evalcase")
+            cursor.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(conversation AS TEXT)) + LENGTH(CAST(metadata AS "
+                "TEXT)) + LENGTH(CAST(tags AS TEXT)) + LENGTH(search_text) + LENGTH(eval_id) + "
+                "LENGTH(content_hash) + 64), 0) FROM evaluations_evalcase"
+            )
             rows, size = cursor.fetchone()
         return int(rows), int(size)
 
@@ -124,8 +142,11 @@ def main() -> None:
 
     def save_floor() -> None:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SELECT id, eval_id, position, content_hash FROM evaluations_evalcase WHERE evalset_id = %s "
-                           "AND valid_from <= %s AND valid_to > %s", [evalset.pk, version.number, version.number])
+            cursor.execute(
+                "SELECT id, eval_id, position, content_hash FROM evaluations_evalcase WHERE evalset_id = %s "
+                "AND valid_from <= %s AND valid_to > %s",
+                [evalset.pk, version.number, version.number],
+            )
             cursor.fetchall()
             cursor.execute("UPDATE evaluations_evalset SET updated_at = updated_at WHERE id = %s", [evalset.pk])
 
@@ -136,8 +157,7 @@ def main() -> None:
     old = new.evalset.versions.get(number=new.number - 1)
     diff_best, diff_median = timed(lambda: version_diff(old=old, new=new), args.repeat)
     document["eval_cases"][3]["conversation"][0]["user_content"]["parts"][0]["text"] += " (changed)"
-    [again] = evalset_import(project=project, files=[SourceFile("bench2.evalset.json",
-                                                                json.dumps(document).encode())])
+    [again] = evalset_import(project=project, files=[SourceFile("bench2.evalset.json", json.dumps(document).encode())])
     first = outcome.version
     upload_best, upload_median = timed(lambda: version_diff(old=first, new=again.version), args.repeat)
     check = version_diff(old=first, new=again.version)
@@ -146,10 +166,12 @@ def main() -> None:
     def diff_floor() -> None:
         with connection.cursor() as cursor:
             for a, b in ((first, again.version), (again.version, first)):
-                cursor.execute("SELECT id, eval_id, content_hash, position FROM evaluations_evalcase "
-                               "WHERE evalset_id = %s AND valid_from <= %s AND valid_to > %s "
-                               "AND NOT (valid_from <= %s AND valid_to > %s)",
-                               [evalset.pk, a.number, a.number, b.number, b.number])
+                cursor.execute(
+                    "SELECT id, eval_id, content_hash, position FROM evaluations_evalcase "
+                    "WHERE evalset_id = %s AND valid_from <= %s AND valid_to > %s "
+                    "AND NOT (valid_from <= %s AND valid_to > %s)",
+                    [evalset.pk, a.number, a.number, b.number, b.number],
+                )
                 cursor.fetchall()
 
     floor_diff, _ = timed(diff_floor, args.repeat)
@@ -166,11 +188,18 @@ def main() -> None:
     line("save: one case's expected answer edited", save_best, save_median, SAVE_TARGET, floor_save)
     line("save: bulk tag of 100 cases", bulk_best, bulk_median, SAVE_TARGET, floor_save)
     line("diff: latest two versions (one case apart)", diff_best, diff_median, DIFF_TARGET, None)
-    line(f"diff: two uploads of {args.cases:,} cases (no shared rows)", upload_best, upload_median, DIFF_TARGET,
-         floor_diff)
-    print(f"storage per save of one edited case: {per_save_rows:.0f} case row(s), ~{per_save_bytes / 1024:.1f} KiB "
-          f"of case content, plus one version row; a full copy of the version would be "
-          f"{rows_before:,} rows, ~{full_copy / 1024 / 1024:.1f} MiB ({full_copy / max(per_save_bytes, 1):,.0f}x)")
+    line(
+        f"diff: two uploads of {args.cases:,} cases (no shared rows)",
+        upload_best,
+        upload_median,
+        DIFF_TARGET,
+        floor_diff,
+    )
+    print(
+        f"storage per save of one edited case: {per_save_rows:.0f} case row(s), ~{per_save_bytes / 1024:.1f} KiB "
+        f"of case content, plus one version row; a full copy of the version would be "
+        f"{rows_before:,} rows, ~{full_copy / 1024 / 1024:.1f} MiB ({full_copy / max(per_save_bytes, 1):,.0f}x)"
+    )
 
 
 if __name__ == "__main__":

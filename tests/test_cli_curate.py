@@ -24,8 +24,16 @@ def run(*args: str) -> str:
 def test_edit_from_a_file_then_diff(acme: Project, tmp_path: Path) -> None:
     version = generated_version(acme, 5)
     edits = tmp_path / "edits.json"
-    edits.write_text(json.dumps({"changes": [{"op": "delete", "eval_ids": ["case_0003"]},
-                                             {"op": "tag", "eval_ids": ["case_0001"], "tag": "hard"}]}))
+    edits.write_text(
+        json.dumps(
+            {
+                "changes": [
+                    {"op": "delete", "eval_ids": ["case_0003"]},
+                    {"op": "tag", "eval_ids": ["case_0001"], "tag": "hard"},
+                ]
+            }
+        )
+    )
     out = run("edit", "generated", "--project", "acme", "--file", str(edits), "--note", "from a script")
     assert "version 2: 0 added, 1 changed, 1 removed" in out
     v2 = EvalSetVersion.objects.get(evalset=version.evalset, number=2)
@@ -34,8 +42,9 @@ def test_edit_from_a_file_then_diff(acme: Project, tmp_path: Path) -> None:
     assert diff["counts"] == {"added": 0, "removed": 1, "changed": 1}
 
 
-def test_a_bad_edit_exits_1_with_the_path_and_writes_nothing(acme: Project, tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_edit_exits_1_with_the_path_and_writes_nothing(
+    acme: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     generated_version(acme, 3)
     edits = tmp_path / "edits.json"
     edits.write_text(json.dumps({"changes": [{"op": "put", "case": {"eval_id": "x", "conversation": [{}]}}]}))

@@ -24,20 +24,35 @@ from tests.test_pages_evalsets import generated_evalset, import_generated
 pytestmark = pytest.mark.django_db
 
 
-def edit(outcome_or_set: Any, changes: list[dict[str, Any]], *, base: int | None = None, note: str = "",
-         user: Any = None, how: str = "edit") -> Any:
+def edit(
+    outcome_or_set: Any,
+    changes: list[dict[str, Any]],
+    *,
+    base: int | None = None,
+    note: str = "",
+    user: Any = None,
+    how: str = "edit",
+) -> Any:
     evalset = outcome_or_set.evalset if isinstance(outcome_or_set, ImportOutcome) else outcome_or_set
     evalset.refresh_from_db()
     number = base if base is not None else evalset.latest_version.number
-    return evalset_edit(evalset=evalset, edit=parse_edit({"base_version": number, "note": note, "changes": changes}),
-                        user=user, how=how)
+    return evalset_edit(
+        evalset=evalset, edit=parse_edit({"base_version": number, "note": note, "changes": changes}), user=user, how=how
+    )
 
 
 def case_dict(eval_id: str, text: str = "hello", tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"eval_id": eval_id, "conversation": [{
-        "invocation_id": "t1", "user_content": {"role": "user", "content": text},
-        "expected_final_response": {"role": "model", "content": f"answer to {text}"},
-        "expected_tool_trajectory": tools or []}]}
+    return {
+        "eval_id": eval_id,
+        "conversation": [
+            {
+                "invocation_id": "t1",
+                "user_content": {"role": "user", "content": text},
+                "expected_final_response": {"role": "model", "content": f"answer to {text}"},
+                "expected_tool_trajectory": tools or [],
+            }
+        ],
+    }
 
 
 def ids(version: EvalSetVersion) -> list[str]:
@@ -50,16 +65,26 @@ def ids(version: EvalSetVersion) -> list[str]:
 def test_an_edit_makes_a_new_version_sharing_the_unchanged_rows(acme: Project, alice: Any) -> None:
     first = import_generated(acme, 6)
     rows_before = EvalCase.objects.count()
-    out = edit(first, [
-        {"op": "put", "eval_id": "case_0001", "case": case_dict("case_0001", "changed")},
-        {"op": "delete", "eval_ids": ["case_0002"]},
-        {"op": "put", "case": case_dict("brand_new")},
-        {"op": "duplicate", "eval_id": "case_0003"},
-        {"op": "tag", "eval_ids": ["case_0004"], "tag": "hard"},
-    ], note="fix case 1", user=alice)
+    out = edit(
+        first,
+        [
+            {"op": "put", "eval_id": "case_0001", "case": case_dict("case_0001", "changed")},
+            {"op": "delete", "eval_ids": ["case_0002"]},
+            {"op": "put", "case": case_dict("brand_new")},
+            {"op": "duplicate", "eval_id": "case_0003"},
+            {"op": "tag", "eval_ids": ["case_0004"], "tag": "hard"},
+        ],
+        note="fix case 1",
+        user=alice,
+    )
     v2 = out.version
-    assert (v2.number, v2.how_created, v2.note, v2.created_by, v2.based_on_id) == (2, "edit", "fix case 1", alice,
-                                                                                     first.version.pk)
+    assert (v2.number, v2.how_created, v2.note, v2.created_by, v2.based_on_id) == (
+        2,
+        "edit",
+        "fix case 1",
+        alice,
+        first.version.pk,
+    )
     assert (out.added, out.changed, out.removed) == (2, 2, 1)
     assert ids(v2) == ["case_0000", "case_0001", "case_0003", "case_0004", "case_0005", "brand_new", "case_0003-copy"]
     assert ids(first.version) == [f"case_{i:04d}" for i in range(6)]  # the old version is exactly as it was
@@ -94,9 +119,14 @@ def test_an_invalid_case_is_reported_with_its_path_and_nothing_is_written(acme: 
     bad = case_dict("case_0001")
     bad["conversation"][0]["expected_tool_trajectory"] = [{"name": "x", "args": "not an object"}]
     with pytest.raises(CurationError) as caught:
-        edit(first, [{"op": "delete", "eval_ids": ["case_0000"]},
-                     {"op": "put", "eval_id": "case_0001", "case": bad},
-                     {"op": "delete", "eval_ids": ["nope"]}])
+        edit(
+            first,
+            [
+                {"op": "delete", "eval_ids": ["case_0000"]},
+                {"op": "put", "eval_id": "case_0001", "case": bad},
+                {"op": "delete", "eval_ids": ["nope"]},
+            ],
+        )
     paths = [p.path for p in caught.value.problems]
     assert "changes[1].case.conversation[0].expected_tool_trajectory[0].args" in paths
     assert "changes[2].eval_ids[0]" in paths
@@ -122,8 +152,9 @@ def test_move_makes_a_version_in_each_eval_set(acme: Project) -> None:
     source = import_generated(acme, 4, eval_set_id="from")
     target = import_generated(acme, 2, eval_set_id="to")
     clash = import_generated(acme, 2, eval_set_id="clash")
-    out = edit(source, [{"op": "move", "eval_ids": ["case_0003"], "target_evalset": target.evalset.pk}],
-               note="belongs there")
+    out = edit(
+        source, [{"op": "move", "eval_ids": ["case_0003"], "target_evalset": target.evalset.pk}], note="belongs there"
+    )
     assert ids(out.version) == ["case_0000", "case_0001", "case_0002"]
     (moved,) = out.other_versions
     assert moved.evalset_id == target.evalset.pk and ids(moved) == ["case_0000", "case_0001", "case_0003"]
@@ -151,17 +182,47 @@ def test_a_run_keeps_pointing_at_the_cases_it_was_scored_against(acme: Project) 
 
 
 def test_the_diff_lists_added_removed_and_changed_with_field_level_changes(acme: Project) -> None:
-    first = evalset_import(project=acme, files=[SourceFile("d.evalset.json", json.dumps({
-        "eval_set_id": "d", "eval_cases": [
-            case_dict("keep"),
-            case_dict("calls", tools=[{"name": "search", "args": {"q": "a", "n": 1}}, {"name": "book", "args": {}}]),
-            case_dict("gone")]}).encode())])[0]
-    out = edit(first, [
-        {"op": "put", "eval_id": "calls", "case": case_dict("calls", "new question", tools=[
-            {"name": "search", "args": {"q": "b", "n": 1}}, {"name": "pay", "args": {}}, {"name": "book", "args": {}}])},
-        {"op": "delete", "eval_ids": ["gone"]},
-        {"op": "put", "case": case_dict("fresh")},
-    ])
+    first = evalset_import(
+        project=acme,
+        files=[
+            SourceFile(
+                "d.evalset.json",
+                json.dumps(
+                    {
+                        "eval_set_id": "d",
+                        "eval_cases": [
+                            case_dict("keep"),
+                            case_dict(
+                                "calls",
+                                tools=[{"name": "search", "args": {"q": "a", "n": 1}}, {"name": "book", "args": {}}],
+                            ),
+                            case_dict("gone"),
+                        ],
+                    }
+                ).encode(),
+            )
+        ],
+    )[0]
+    out = edit(
+        first,
+        [
+            {
+                "op": "put",
+                "eval_id": "calls",
+                "case": case_dict(
+                    "calls",
+                    "new question",
+                    tools=[
+                        {"name": "search", "args": {"q": "b", "n": 1}},
+                        {"name": "pay", "args": {}},
+                        {"name": "book", "args": {}},
+                    ],
+                ),
+            },
+            {"op": "delete", "eval_ids": ["gone"]},
+            {"op": "put", "case": case_dict("fresh")},
+        ],
+    )
     diff = version_diff(old=first.version, new=out.version)
     assert (diff.added, diff.removed, diff.changed) == (1, 1, 1)
     by_id = {c.eval_id: c for c in diff.page.object_list}
@@ -175,8 +236,11 @@ def test_the_diff_lists_added_removed_and_changed_with_field_level_changes(acme:
     # the reverse direction reads the other way round
     back = version_diff(old=out.version, new=first.version)
     assert (back.added, back.removed, back.changed) == (1, 1, 1)
-    assert {c.eval_id: c.kind for c in back.page.object_list} == {"calls": "changed", "gone": "added",
-                                                                   "fresh": "removed"}
+    assert {c.eval_id: c.kind for c in back.page.object_list} == {
+        "calls": "changed",
+        "gone": "added",
+        "fresh": "removed",
+    }
 
 
 def test_two_uploads_with_a_shared_case_diff_only_what_changed(acme: Project) -> None:
@@ -192,8 +256,14 @@ def test_two_uploads_with_a_shared_case_diff_only_what_changed(acme: Project) ->
 @pytest.mark.parametrize("count", [20, 10_000])
 def test_the_diff_costs_the_same_queries_at_ten_thousand_cases(count: int, acme: Project) -> None:
     first = import_generated(acme, count)
-    out = edit(first, [{"op": "put", "eval_id": f"case_{i:04d}", "case": case_dict(f"case_{i:04d}", "x")}
-                       for i in range(0, min(count, 60), 3)] + [{"op": "delete", "eval_ids": ["case_0001"]}])
+    out = edit(
+        first,
+        [
+            {"op": "put", "eval_id": f"case_{i:04d}", "case": case_dict(f"case_{i:04d}", "x")}
+            for i in range(0, min(count, 60), 3)
+        ]
+        + [{"op": "delete", "eval_ids": ["case_0001"]}],
+    )
     with CaptureQueriesContext(connection) as captured:
         diff = version_diff(old=first.version, new=out.version)
     # the rows only one side has (twice), the content of the changed cases on the page
@@ -216,11 +286,23 @@ def test_a_member_edits_a_case_in_the_browser_form(acme: Project, alice_client: 
     case = EvalCase.objects.get(eval_id="case_0001")
     page = alice_client.get(reverse("case_edit", args=[case.pk]))
     assert page.status_code == 200 and b"Save as v2" in page.content
-    form = {"base_version": "1", "original": page.context["fields"].original, "turn_count": "2",
-            "eval_id": "case_0001", "name": "Better name", "tags": "fast, reviewed", "metadata": "", "rubrics": "",
-            "turn-0-user": "Question number 1 about item-0001", "turn-0-expected": "The answer <b>1</b>",
-            "turn-0-tools": '[{"name": "lookup", "args": {"id": 1, "verbose": true}}]',
-            "turn-1-user": "", "turn-1-expected": "", "turn-1-tools": "", "note": "expected answer added"}
+    form = {
+        "base_version": "1",
+        "original": page.context["fields"].original,
+        "turn_count": "2",
+        "eval_id": "case_0001",
+        "name": "Better name",
+        "tags": "fast, reviewed",
+        "metadata": "",
+        "rubrics": "",
+        "turn-0-user": "Question number 1 about item-0001",
+        "turn-0-expected": "The answer <b>1</b>",
+        "turn-0-tools": '[{"name": "lookup", "args": {"id": 1, "verbose": true}}]',
+        "turn-1-user": "",
+        "turn-1-expected": "",
+        "turn-1-tools": "",
+        "note": "expected answer added",
+    }
     response = alice_client.post(reverse("case_edit", args=[case.pk]), form)
     assert response.status_code == 302 and "from=1&to=2" in response["Location"]
     v2 = EvalSetVersion.objects.get(evalset=first.evalset, number=2)
@@ -228,7 +310,8 @@ def test_a_member_edits_a_case_in_the_browser_form(acme: Project, alice_client: 
     assert new.name == "Better name" and new.tags == ["fast", "reviewed"]
     assert new.conversation[0]["expected_final_response"]["content"] == "The answer <b>1</b>"
     assert [(c["name"], c["args"]) for c in new.conversation[0]["expected_tool_trajectory"]] == [
-        ("lookup", {"id": 1, "verbose": True})]
+        ("lookup", {"id": 1, "verbose": True})
+    ]
     assert AuditEvent.objects.filter(verb=AuditEvent.Verb.EVALSET_EDITED).count() == 1
     diff_page = alice_client.get(response["Location"]).content.decode()
     assert "The answer &lt;b&gt;1&lt;/b&gt;" in diff_page and "<b>1</b>" not in diff_page  # escaped
@@ -241,16 +324,34 @@ def test_bad_json_in_the_form_says_where_and_saves_nothing(acme: Project, alice_
     import_generated(acme, 2)
     case = EvalCase.objects.get(eval_id="case_0001")
     original = alice_client.get(reverse("case_edit", args=[case.pk])).context["fields"].original
-    response = alice_client.post(reverse("case_edit", args=[case.pk]), {
-        "base_version": "1", "original": original, "turn_count": "1", "eval_id": "case_0001",
-        "turn-0-user": "q", "turn-0-tools": '[{"name": "lookup", "args": {"id": 1}', "metadata": "[1]"})
+    response = alice_client.post(
+        reverse("case_edit", args=[case.pk]),
+        {
+            "base_version": "1",
+            "original": original,
+            "turn_count": "1",
+            "eval_id": "case_0001",
+            "turn-0-user": "q",
+            "turn-0-tools": '[{"name": "lookup", "args": {"id": 1}',
+            "metadata": "[1]",
+        },
+    )
     assert response.status_code == 400
     text = response.content.decode()
     assert "turn 1 · expected tool calls" in text and "not valid JSON" in text
     assert EvalSetVersion.objects.count() == 1
-    response = alice_client.post(reverse("case_edit", args=[case.pk]), {
-        "base_version": "1", "original": original, "turn_count": "1", "eval_id": "case_0001",
-        "turn-0-user": "q", "turn-0-tools": '[{"args": {}}]', "metadata": "[1]"})
+    response = alice_client.post(
+        reverse("case_edit", args=[case.pk]),
+        {
+            "base_version": "1",
+            "original": original,
+            "turn_count": "1",
+            "eval_id": "case_0001",
+            "turn-0-user": "q",
+            "turn-0-tools": '[{"args": {}}]',
+            "metadata": "[1]",
+        },
+    )
     text = response.content.decode()
     assert response.status_code == 400 and "turn 1 · expected_tool_trajectory[0].name" in text
     assert "metadata" in text and EvalSetVersion.objects.count() == 1
@@ -269,8 +370,13 @@ def test_a_viewer_reads_versions_and_diffs_but_cannot_edit(acme: Project, alice:
     assert 'id="bulk-form"' not in client.get(reverse("evalset_detail", args=[first.evalset.pk])).content.decode()
     assert client.get(reverse("case_edit", args=[case.pk])).status_code == 403
     assert client.post(reverse("case_delete", args=[case.pk]), {"base_version": "2"}).status_code == 403
-    assert client.post(reverse("evalset_bulk", args=[first.evalset.pk]),
-                       {"base_version": "2", "action": "delete", "eval_ids": ["case_0001"]}).status_code == 403
+    assert (
+        client.post(
+            reverse("evalset_bulk", args=[first.evalset.pk]),
+            {"base_version": "2", "action": "delete", "eval_ids": ["case_0001"]},
+        ).status_code
+        == 403
+    )
     assert EvalSetVersion.objects.count() == 2
 
 
@@ -285,18 +391,26 @@ def test_another_projects_eval_set_is_not_found(acme: Project, globex: Project, 
 def test_bulk_tag_and_delete_from_the_eval_set_page(acme: Project, alice_client: Client) -> None:
     first = import_generated(acme, 5)
     url = reverse("evalset_bulk", args=[first.evalset.pk])
-    response = alice_client.post(url, {"base_version": "1", "action": "tag", "tag": "flaky",
-                                       "eval_ids": ["case_0001", "case_0002"], "note": "mark flaky"})
+    response = alice_client.post(
+        url,
+        {
+            "base_version": "1",
+            "action": "tag",
+            "tag": "flaky",
+            "eval_ids": ["case_0001", "case_0002"],
+            "note": "mark flaky",
+        },
+    )
     assert response.status_code == 302
     v2 = EvalSet.objects.get(pk=first.evalset.pk).latest_version
-    assert v2.number == 2 and set(EvalCase.objects.in_version(v2).tagged("flaky").values_list("eval_id", flat=True)) \
-        == {"case_0001", "case_0002"}
+    assert v2.number == 2 and set(
+        EvalCase.objects.in_version(v2).tagged("flaky").values_list("eval_id", flat=True)
+    ) == {"case_0001", "case_0002"}
     alice_client.post(url, {"base_version": "2", "action": "delete", "eval_ids": ["case_0004"]})
     v3 = EvalSet.objects.get(pk=first.evalset.pk).latest_version
     assert v3.number == 3 and "case_0004" not in ids(v3)
     # a stale form is a conflict: nothing written, the reason shown
-    response = alice_client.post(url, {"base_version": "1", "action": "delete", "eval_ids": ["case_0000"]},
-                                 follow=True)
+    response = alice_client.post(url, {"base_version": "1", "action": "delete", "eval_ids": ["case_0000"]}, follow=True)
     assert "was saved after version 1" in response.content.decode()
     assert EvalSetVersion.objects.filter(evalset=first.evalset).count() == 3
 
@@ -319,14 +433,18 @@ def test_regressions_from_a_comparison_are_added_in_one_action(acme: Project, al
     candidate = make_run(acme, version, generated_outputs(12, wrong={2, 5}))
     form = alice_client.get(reverse("run_promote_form", args=[candidate.pk]), {"baseline": baseline.pk})
     assert 'data-testid="promote-form"' in form.content.decode() and "2 regressed cases" in form.content.decode()
-    response = alice_client.post(reverse("run_promote_selected", args=[candidate.pk]),
-                                 {"baseline": baseline.pk, "status": "regressed", "note": "two regressions"})
+    response = alice_client.post(
+        reverse("run_promote_selected", args=[candidate.pk]),
+        {"baseline": baseline.pk, "status": "regressed", "note": "two regressions"},
+    )
     assert response.status_code == 302
     v2 = EvalSet.objects.get(pk=version.evalset_id).latest_version
     assert (v2.number, v2.how_created, v2.note) == (2, "promotion", "two regressions")
     added = EvalCase.objects.in_version(v2).filter(valid_from=2)
-    assert sorted(added.values_list("eval_id", flat=True)) == [f"case_0002-run{candidate.pk}",
-                                                               f"case_0005-run{candidate.pk}"]
+    assert sorted(added.values_list("eval_id", flat=True)) == [
+        f"case_0002-run{candidate.pk}",
+        f"case_0005-run{candidate.pk}",
+    ]
     # the agent's wrong call became the proposed expectation
     promoted = added.get(eval_id=f"case_0002-run{candidate.pk}")
     assert promoted.conversation[0]["expected_tool_trajectory"][0]["args"] == {"id": 0}
@@ -356,16 +474,27 @@ def test_the_drilldown_proposes_the_agents_answer_as_the_new_expectation(acme: P
     page = alice_client.get(url)
     fields = page.context["fields"]
     assert fields.eval_id == "case_0001" and json.loads(fields.turns[0].tool_calls) == [
-        {"name": "lookup", "args": {"id": 0}}]
-    post = {"base_version": "1", "original": fields.original, "turn_count": "1", "eval_id": "case_0001",
-            "tags": fields.tags, "turn-0-user": fields.turns[0].user, "turn-0-expected": fields.turns[0].expected,
-            "turn-0-tools": '[{"name": "lookup", "args": {"id": 1}}]', "note": "fixed by hand", "mode": "expected"}
+        {"name": "lookup", "args": {"id": 0}}
+    ]
+    post = {
+        "base_version": "1",
+        "original": fields.original,
+        "turn_count": "1",
+        "eval_id": "case_0001",
+        "tags": fields.tags,
+        "turn-0-user": fields.turns[0].user,
+        "turn-0-expected": fields.turns[0].expected,
+        "turn-0-tools": '[{"name": "lookup", "args": {"id": 1}}]',
+        "note": "fixed by hand",
+        "mode": "expected",
+    }
     response = alice_client.post(url, post)
     assert response.status_code == 302
     v2 = EvalSet.objects.get(pk=version.evalset_id).latest_version
     assert v2.how_created == "promotion"
-    assert EvalCase.objects.in_version(v2).get(eval_id="case_0001").conversation[0][
-        "expected_tool_trajectory"][0]["args"] == {"id": 1}
+    assert EvalCase.objects.in_version(v2).get(eval_id="case_0001").conversation[0]["expected_tool_trajectory"][0][
+        "args"
+    ] == {"id": 1}
 
 
 def test_the_trend_marks_where_the_version_changed(acme: Project, alice_client: Client) -> None:

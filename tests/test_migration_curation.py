@@ -19,11 +19,23 @@ OPEN = 2_147_483_647
 
 
 def _cases(texts: list[str]) -> list[dict]:
-    return [NativeCase.model_validate({
-        "eval_id": f"c{i}", "name": f"case {i}", "tags": ["t"] if i % 2 else [],
-        "conversation": [{"invocation_id": "t1", "user_content": {"role": "user", "content": text},
-                          "expected_tool_trajectory": [{"name": "search", "args": {"q": text, "n": 1.5}}]}],
-    }).model_dump(mode="json") for i, text in enumerate(texts)]
+    return [
+        NativeCase.model_validate(
+            {
+                "eval_id": f"c{i}",
+                "name": f"case {i}",
+                "tags": ["t"] if i % 2 else [],
+                "conversation": [
+                    {
+                        "invocation_id": "t1",
+                        "user_content": {"role": "user", "content": text},
+                        "expected_tool_trajectory": [{"name": "search", "args": {"q": text, "n": 1.5}}],
+                    }
+                ],
+            }
+        ).model_dump(mode="json")
+        for i, text in enumerate(texts)
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -39,13 +51,28 @@ def test_existing_versions_keep_their_cases_and_are_found_again_by_content() -> 
     evalset = EvalSet.objects.create(project=project, eval_set_id="s", name="S")
     contents = {1: _cases(["one", "two", "three"]), 2: _cases(["one", "deux", "three", "four"])}
     for number, cases in contents.items():
-        version = Version.objects.create(evalset=evalset, number=number, content_hash=f"old-{number}",
-                                         source_format="native", source_filename="s.json", name="S")
+        version = Version.objects.create(
+            evalset=evalset,
+            number=number,
+            content_hash=f"old-{number}",
+            source_format="native",
+            source_filename="s.json",
+            name="S",
+        )
         for position, case in enumerate(cases):
-            Case.objects.create(version=version, position=position, eval_id=case["eval_id"], name=case["name"],
-                                tags=case["tags"], metadata=case["metadata"], session_input=case["session_input"],
-                                conversation=case["conversation"], rubrics=case["rubrics"], criteria=case["criteria"],
-                                conversation_scenario=case["conversation_scenario"])
+            Case.objects.create(
+                version=version,
+                position=position,
+                eval_id=case["eval_id"],
+                name=case["name"],
+                tags=case["tags"],
+                metadata=case["metadata"],
+                session_input=case["session_input"],
+                conversation=case["conversation"],
+                rubrics=case["rubrics"],
+                criteria=case["criteria"],
+                conversation_scenario=case["conversation_scenario"],
+            )
     executor = MigrationExecutor(connection)
     executor.migrate(AFTER)
     executor = MigrationExecutor(connection)

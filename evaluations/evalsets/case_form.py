@@ -62,8 +62,12 @@ def fields_from_case(case: dict[str, Any]) -> CaseFields:
         expected, _ = _message_text(turn.get("expected_final_response"))
         turns.append(TurnFields(i, user, expected, _calls_text(turn.get("expected_tool_trajectory")), structured))
     return CaseFields(
-        eval_id=case.get("eval_id") or "", name=case.get("name") or "", tags=", ".join(case.get("tags") or []),
-        metadata=_json_text(case.get("metadata")), rubrics=_json_text(case.get("rubrics")), turns=turns,
+        eval_id=case.get("eval_id") or "",
+        name=case.get("name") or "",
+        tags=", ".join(case.get("tags") or []),
+        metadata=_json_text(case.get("metadata")),
+        rubrics=_json_text(case.get("rubrics")),
+        turns=turns,
         original=json.dumps(case, ensure_ascii=False, sort_keys=True),
     )
 
@@ -92,9 +96,14 @@ def case_from_post(post: QueryDict) -> tuple[dict[str, Any], CaseFields, list[Pr
     if not isinstance(original, dict):
         original = {}
     old_turns = original.get("conversation") or []
-    typed = CaseFields(eval_id=post.get("eval_id", "").strip(), name=post.get("name", "").strip(),
-                       tags=post.get("tags", ""), metadata=post.get("metadata", ""), rubrics=post.get("rubrics", ""),
-                       original=post.get("original", ""))
+    typed = CaseFields(
+        eval_id=post.get("eval_id", "").strip(),
+        name=post.get("name", "").strip(),
+        tags=post.get("tags", ""),
+        metadata=post.get("metadata", ""),
+        rubrics=post.get("rubrics", ""),
+        original=post.get("original", ""),
+    )
     case = dict(original)
     case["eval_id"] = typed.eval_id
     case["name"] = typed.name
@@ -113,8 +122,9 @@ def case_from_post(post: QueryDict) -> tuple[dict[str, Any], CaseFields, list[Pr
         old = old_turns[i] if i < len(old_turns) and isinstance(old_turns[i], dict) else {}
         old_user, structured = _message_text(old.get("user_content"))
         typed.turns.append(TurnFields(i, user, expected, tools, structured))
-        if post.get(f"turn-{i}-remove") or (not old and not user.strip() and not expected.strip()
-                                             and not tools.strip()):
+        if post.get(f"turn-{i}-remove") or (
+            not old and not user.strip() and not expected.strip() and not tools.strip()
+        ):
             continue  # removed, or the blank turn the form offers for adding one
         turn = dict(old)
         turn.setdefault("invocation_id", f"turn-{len(conversation) + 1}")
@@ -135,9 +145,9 @@ def friendly_path(path: str) -> str:
     `turn 2 · expected_tool_trajectory[0].args`."""
     for prefix in ("changes[0].case.", "case."):
         if path.startswith(prefix):
-            path = path[len(prefix):]
+            path = path[len(prefix) :]
     if path.startswith("conversation["):
-        index, _, rest = path[len("conversation["):].partition("]")
+        index, _, rest = path[len("conversation[") :].partition("]")
         if index.isdigit():
             return f"turn {int(index) + 1}" + (f" · {rest.lstrip('.')}" if rest else "")
     return path

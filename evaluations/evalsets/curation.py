@@ -44,8 +44,17 @@ from evaluations.schemas.curation import (
 from evaluations.schemas.evalset import EvalCase as NativeCase
 
 # The stored fields of a native case, in the native model's order.
-CASE_FIELDS = ("eval_id", "name", "conversation", "session_input", "metadata", "tags",
-               "conversation_scenario", "rubrics", "criteria")
+CASE_FIELDS = (
+    "eval_id",
+    "name",
+    "conversation",
+    "session_input",
+    "metadata",
+    "tags",
+    "conversation_scenario",
+    "rubrics",
+    "criteria",
+)
 _CLOSE_BATCH = 500
 
 
@@ -118,8 +127,7 @@ class EditOutcome:
     other_versions: list[EvalSetVersion] = field(default_factory=list)  # made in the targets of `move`
 
     def describe(self) -> str:
-        return (f"version {self.version.number}: {self.added} added, {self.changed} changed, "
-                f"{self.removed} removed")
+        return f"version {self.version.number}: {self.added} added, {self.changed} changed, {self.removed} removed"
 
 
 class _Working:
@@ -130,11 +138,13 @@ class _Working:
         self.latest = latest
         self.entries: dict[str, _Entry] = {}
         for pk, eval_id, position, content_hash, turns, tool_calls, tags_text in (
-            EvalCase.objects.in_version(latest).order_by("position")
+            EvalCase.objects.in_version(latest)
+            .order_by("position")
             .values_list("pk", "eval_id", "position", "content_hash", "turn_count", "tool_call_count", "tags_text")
         ):
-            self.entries[eval_id] = _Entry(eval_id, position, content_hash, turns, tool_calls,
-                                           [t for t in tags_text.split("|") if t], pk=pk)
+            self.entries[eval_id] = _Entry(
+                eval_id, position, content_hash, turns, tool_calls, [t for t in tags_text.split("|") if t], pk=pk
+            )
         self.original_pks = {e.eval_id: e.pk for e in self.entries.values()}
         self.next_position = max((e.position for e in self.entries.values()), default=-1) + 1
         self.native: dict[str, NativeCase] = {}  # content of the cases an edit reads
@@ -153,17 +163,22 @@ class _Working:
             position = self.next_position
             self.next_position += 1
         row = _case_row(position, case)
-        content_hash = case_content_hash(case.eval_id, case.name, row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)])
-        self.entries[case.eval_id] = _Entry(case.eval_id, position, content_hash, row[-2], row[-1], list(case.tags),
-                                            row=row)
+        content_hash = case_content_hash(case.eval_id, case.name, row[_JSON_AT : _JSON_AT + len(_CASE_JSON_COLUMNS)])
+        self.entries[case.eval_id] = _Entry(
+            case.eval_id, position, content_hash, row[-2], row[-1], list(case.tags), row=row
+        )
         self.native[case.eval_id] = case
 
 
 def _apply(work: _Working, edit: VersionEdit, problems: list[Problem]) -> dict[int, list[NativeCase]]:
     """Applies the changes in order; returns the cases each `move` takes, by target eval set."""
     moves: dict[int, list[NativeCase]] = {}
-    work.load(e for c in edit.changes if isinstance(c, DuplicateCase | TagCases | MoveCases)
-              for e in ([c.eval_id] if isinstance(c, DuplicateCase) else c.eval_ids))
+    work.load(
+        e
+        for c in edit.changes
+        if isinstance(c, DuplicateCase | TagCases | MoveCases)
+        for e in ([c.eval_id] if isinstance(c, DuplicateCase) else c.eval_ids)
+    )
 
     def known(eval_id: str, path: str) -> bool:
         if eval_id in work.entries:
@@ -208,7 +223,8 @@ def _apply(work: _Working, edit: VersionEdit, problems: list[Problem]) -> dict[i
             if new_id in work.entries:
                 problems.append(Problem(f"{at}.new_eval_id", f"a case {new_id!r} already exists"))
                 continue
-            work.set(work.native[change.eval_id].model_copy(update={"eval_id": new_id}, deep=True))
+            # shallow copies: nothing nested is ever changed in place, only dumped
+            work.set(work.native[change.eval_id].model_copy(update={"eval_id": new_id}))
         elif isinstance(change, TagCases):
             for j, eval_id in enumerate(change.eval_ids):
                 if not known(eval_id, f"{at}.eval_ids[{j}]"):
@@ -219,8 +235,7 @@ def _apply(work: _Working, edit: VersionEdit, problems: list[Problem]) -> dict[i
                 if change.op == "tag":
                     tags.append(change.tag)
                 if tags != case.tags:
-                    work.set(case.model_copy(update={"tags": tags}, deep=True),
-                             position=work.entries[eval_id].position)
+                    work.set(case.model_copy(update={"tags": tags}), position=work.entries[eval_id].position)
         elif isinstance(change, MoveCases):
             if change.target_evalset == work.evalset.pk:
                 problems.append(Problem(f"{at}.target_evalset", "the cases are already in this eval set"))
@@ -260,19 +275,30 @@ def evalset_edit(
         evalset = EvalSet.objects.select_for_update().get(pk=evalset.pk)
         latest = _latest(evalset)
         if edit.base_version != latest.number:
-            raise CurationError([Problem("base_version", f"version {latest.number} was saved after version "
-                                         f"{edit.base_version}: reload it and edit again")], conflict=True)
+            raise CurationError(
+                [
+                    Problem(
+                        "base_version",
+                        f"version {latest.number} was saved after version "
+                        f"{edit.base_version}: reload it and edit again",
+                    )
+                ],
+                conflict=True,
+            )
         work = _Working(evalset, latest)
         problems: list[Problem] = []
         moves = _apply(work, edit, problems)
         targets: dict[int, EvalSet] = {}
         if moves:
-            found = {e.pk: e for e in EvalSet.objects.select_for_update().filter(pk__in=list(moves),
-                                                                                 project_id=evalset.project_id)}
+            found = {
+                e.pk: e
+                for e in EvalSet.objects.select_for_update().filter(pk__in=list(moves), project_id=evalset.project_id)
+            }
             for i, change in enumerate(edit.changes):
                 if isinstance(change, MoveCases) and change.target_evalset not in found:
-                    problems.append(Problem(f"changes[{i}].target_evalset",
-                                            f"no eval set {change.target_evalset} in this project"))
+                    problems.append(
+                        Problem(f"changes[{i}].target_evalset", f"no eval set {change.target_evalset} in this project")
+                    )
             targets = found
         if problems:
             raise CurationError(problems)
@@ -299,9 +325,14 @@ def _write(work: _Working, *, note: str, user: Any, how: str) -> EditOutcome:
     for entry in entries:
         digest.update(entry.content_hash.encode())
     content_hash = version_content_hash(
-        eval_set_id=evalset.eval_set_id, name=latest.name, description=latest.description,
-        metadata=latest.metadata, default_config=latest.default_config, evaluator_config=latest.evaluator_config,
-        cases_digest=digest.hexdigest())
+        eval_set_id=evalset.eval_set_id,
+        name=latest.name,
+        description=latest.description,
+        metadata=latest.metadata,
+        default_config=latest.default_config,
+        evaluator_config=latest.evaluator_config,
+        cases_digest=digest.hexdigest(),
+    )
     if content_hash == latest.content_hash:
         raise CurationError([Problem("changes", f"nothing changed: the result is version {latest.number} as it is")])
     kept = {e.pk for e in entries if e.pk is not None}
@@ -310,21 +341,36 @@ def _write(work: _Working, *, note: str, user: Any, how: str) -> EditOutcome:
     changed = sum(1 for e in entries if e.row is not None and e.eval_id in work.original_pks)
     number = latest.number + 1
     version = EvalSetVersion.objects.create(
-        evalset=evalset, number=number, content_hash=content_hash, source_format="native",
-        source_variant=how, source_filename="", name=latest.name, description=latest.description,
-        metadata=latest.metadata, default_config=latest.default_config,
-        default_criteria_order=latest.default_criteria_order, evaluator_config=latest.evaluator_config,
-        warnings=[], case_count=len(entries), turn_count=sum(e.turns for e in entries),
-        tool_call_count=sum(e.tool_calls for e in entries), tags=sorted({t for e in entries for t in e.tags}),
+        evalset=evalset,
+        number=number,
+        content_hash=content_hash,
+        source_format="native",
+        source_variant=how,
+        source_filename="",
+        name=latest.name,
+        description=latest.description,
+        metadata=latest.metadata,
+        default_config=latest.default_config,
+        default_criteria_order=latest.default_criteria_order,
+        evaluator_config=latest.evaluator_config,
+        warnings=[],
+        case_count=len(entries),
+        turn_count=sum(e.turns for e in entries),
+        tool_call_count=sum(e.tool_calls for e in entries),
+        tags=sorted({t for e in entries for t in e.tags}),
         created_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
-        how_created=how, note=note, based_on=latest,
+        how_created=how,
+        note=note,
+        based_on=latest,
     )
     for start in range(0, len(closed), _CLOSE_BATCH):
-        EvalCase.objects.filter(pk__in=closed[start:start + _CLOSE_BATCH]).update(valid_to=number)
+        EvalCase.objects.filter(pk__in=closed[start : start + _CLOSE_BATCH]).update(valid_to=number)
     head = (version.pk, evalset.pk, number, OPEN_VERSION)
-    insert_rows(EvalCase, ["version_id", "evalset_id", "valid_from", "valid_to", *_CASE_COLUMNS, "content_hash"],
-                [(*head, *row) for row in new_rows], json_columns=set(_CASE_JSON_COLUMNS))
+    insert_rows(
+        EvalCase,
+        ["version_id", "evalset_id", "valid_from", "valid_to", *_CASE_COLUMNS, "content_hash"],
+        [(*head, *row) for row in new_rows],
+        json_columns=set(_CASE_JSON_COLUMNS),
+    )
     EvalSet.objects.filter(pk=evalset.pk).update(latest_version=version, updated_at=timezone.now())
-    return EditOutcome(version=version, added=len(new_rows) - changed, changed=changed,
-                       removed=len(closed) - changed)
-
+    return EditOutcome(version=version, added=len(new_rows) - changed, changed=changed, removed=len(closed) - changed)

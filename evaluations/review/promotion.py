@@ -55,11 +55,15 @@ def proposed_case(*, base: dict[str, Any], result: CaseResult, new_case: bool, t
 def proposed_expectations(*, run: Run, version: EvalSetVersion, eval_ids: list[str]) -> list[dict[str, Any]]:
     """The cases of `version` named by `eval_ids` with the run's answers as their expected
     ones (its first repeat of each); ids the version no longer has are left out. Two queries."""
-    current = {c.eval_id: case_native(c)
-               for c in EvalCase.objects.in_version_by_eval_id(version, eval_ids).only(*CASE_FIELDS)}
-    results = (CaseResult.objects.filter(run=run, case__eval_id__in=list(current))
-               .select_related("case").only("pk", "run_id", "iteration", "output", "case__eval_id")
-               .order_by("case__position", "iteration"))
+    current = {
+        c.eval_id: case_native(c) for c in EvalCase.objects.in_version_by_eval_id(version, eval_ids).only(*CASE_FIELDS)
+    }
+    results = (
+        CaseResult.objects.filter(run=run, case__eval_id__in=list(current))
+        .select_related("case")
+        .only("pk", "run_id", "iteration", "output", "case__eval_id")
+        .order_by("case__position", "iteration")
+    )
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for result in results:
@@ -73,10 +77,12 @@ def proposed_expectations(*, run: Run, version: EvalSetVersion, eval_ids: list[s
 def proposed_cases(*, run: Run, eval_ids: list[str], taken: set[str]) -> list[dict[str, Any]]:
     """New cases from a run's results for `eval_ids` (its first repeat of each), in the
     run's case order: two queries."""
-    results = (CaseResult.objects.filter(run=run, case__eval_id__in=eval_ids)
-               .select_related("case").only("pk", "run_id", "iteration", "output", "case_id",
-                                            *(f"case__{f}" for f in CASE_FIELDS), "case__position")
-               .order_by("case__position", "iteration"))
+    results = (
+        CaseResult.objects.filter(run=run, case__eval_id__in=eval_ids)
+        .select_related("case")
+        .only("pk", "run_id", "iteration", "output", "case_id", *(f"case__{f}" for f in CASE_FIELDS), "case__position")
+        .order_by("case__position", "iteration")
+    )
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for result in results:

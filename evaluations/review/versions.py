@@ -43,11 +43,22 @@ class VersionEntry:
 
 def version_history(*, evalset: EvalSet) -> list[VersionEntry]:
     """Every version, newest first: one query."""
-    rows = (evalset.versions.order_by("-number")
-            .values_list("pk", "number", "how_created", "note", "created_by__username", "created_at", "case_count",
-                         "source_filename", "content_hash", "based_on__number"))
-    return [VersionEntry(pk, number, how, note, author or "", created, count, filename, content_hash[:12], base)
-            for pk, number, how, note, author, created, count, filename, content_hash, base in rows]
+    rows = evalset.versions.order_by("-number").values_list(
+        "pk",
+        "number",
+        "how_created",
+        "note",
+        "created_by__username",
+        "created_at",
+        "case_count",
+        "source_filename",
+        "content_hash",
+        "based_on__number",
+    )
+    return [
+        VersionEntry(pk, number, how, note, author or "", created, count, filename, content_hash[:12], base)
+        for pk, number, how, note, author, created, count, filename, content_hash, base in rows
+    ]
 
 
 @dataclass(frozen=True)
@@ -97,11 +108,23 @@ class CaseChange:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "eval_id": self.eval_id, "kind": self.kind, "old_case": self.old_pk, "new_case": self.new_pk,
-            "fields": [vars(f) for f in self.fields], "tags_added": self.tags_added,
+            "eval_id": self.eval_id,
+            "kind": self.kind,
+            "old_case": self.old_pk,
+            "new_case": self.new_pk,
+            "fields": [vars(f) for f in self.fields],
+            "tags_added": self.tags_added,
             "tags_removed": self.tags_removed,
-            "turns": [{"index": t.index, "kind": t.kind, "fields": [vars(f) for f in t.fields],
-                       "tool_calls": [vars(c) for c in t.calls]} for t in self.turns if t.kind != "same"],
+            "turns": [
+                {
+                    "index": t.index,
+                    "kind": t.kind,
+                    "fields": [vars(f) for f in t.fields],
+                    "tool_calls": [vars(c) for c in t.calls],
+                }
+                for t in self.turns
+                if t.kind != "same"
+            ],
         }
 
 
@@ -117,21 +140,28 @@ class VersionDiff:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "evalset": self.evalset.pk, "old": self.old.number, "new": self.new.number,
+            "evalset": self.evalset.pk,
+            "old": self.old.number,
+            "new": self.new.number,
             "counts": {"added": self.added, "removed": self.removed, "changed": self.changed},
-            "page": self.page.number, "pages": self.page.paginator.num_pages,
+            "page": self.page.number,
+            "pages": self.page.paginator.num_pages,
             "cases": [c.as_dict() for c in self.page.object_list],
         }
 
 
 def _only_in(version: EvalSetVersion, other: EvalSetVersion) -> list[tuple[int, str, str, int]]:
-    return list(EvalCase.objects.in_version(version)
-                .exclude(valid_from__lte=other.number, valid_to__gt=other.number)
-                .order_by().values_list("pk", "eval_id", "content_hash", "position"))
+    return list(
+        EvalCase.objects.in_version(version)
+        .exclude(valid_from__lte=other.number, valid_to__gt=other.number)
+        .order_by()
+        .values_list("pk", "eval_id", "content_hash", "position")
+    )
 
 
-def version_diff(*, old: EvalSetVersion, new: EvalSetVersion, page: Any = 1,
-                 page_size: int = DIFF_PAGE_SIZE) -> VersionDiff:
+def version_diff(
+    *, old: EvalSetVersion, new: EvalSetVersion, page: Any = 1, page_size: int = DIFF_PAGE_SIZE
+) -> VersionDiff:
     """What changed from `old` to `new` (two versions of one eval set, either order)."""
     assert old.evalset_id == new.evalset_id
     before = {eval_id: (pk, content_hash, position) for pk, eval_id, content_hash, position in _only_in(old, new)}
@@ -153,8 +183,11 @@ def version_diff(*, old: EvalSetVersion, new: EvalSetVersion, page: Any = 1,
     pks = [pk for c in shown for pk in (c.old_pk, c.new_pk) if pk is not None]
     contents = {case.pk: case_native(case) for case in EvalCase.objects.filter(pk__in=pks).only(*CASE_FIELDS)}
     for change in shown:
-        _fill(change, contents.get(change.old_pk) if change.old_pk else None,
-              contents.get(change.new_pk) if change.new_pk else None)
+        _fill(
+            change,
+            contents.get(change.old_pk) if change.old_pk else None,
+            contents.get(change.new_pk) if change.new_pk else None,
+        )
     paginated.object_list = shown
     return VersionDiff(old.evalset, old, new, counts["added"], counts["removed"], counts["changed"], paginated)
 
@@ -194,26 +227,38 @@ def _turn(index: int, a: Invocation | None, b: Invocation | None) -> TurnChange:
     turn = TurnChange(index, kind)
     pairs = [
         ("user message", _text(a.user_content) if a else "", _text(b.user_content) if b else ""),
-        ("expected response", _text(a.expected_final_response) if a else "",
-         _text(b.expected_final_response) if b else ""),
-        ("expected intermediate responses",
-         "\n".join(_text(m) for m in a.expected_intermediate_responses) if a else "",
-         "\n".join(_text(m) for m in b.expected_intermediate_responses) if b else ""),
-        ("rubrics", _pretty([r.model_dump(mode="json") for r in a.rubrics]) if a else "",
-         _pretty([r.model_dump(mode="json") for r in b.rubrics]) if b else ""),
+        (
+            "expected response",
+            _text(a.expected_final_response) if a else "",
+            _text(b.expected_final_response) if b else "",
+        ),
+        (
+            "expected intermediate responses",
+            "\n".join(_text(m) for m in a.expected_intermediate_responses) if a else "",
+            "\n".join(_text(m) for m in b.expected_intermediate_responses) if b else "",
+        ),
+        (
+            "rubrics",
+            _pretty([r.model_dump(mode="json") for r in a.rubrics]) if a else "",
+            _pretty([r.model_dump(mode="json") for r in b.rubrics]) if b else "",
+        ),
         ("metadata", _pretty(a.metadata) if a else "", _pretty(b.metadata) if b else ""),
     ]
     turn.fields = [FieldChange(name, x, y) for name, x, y in pairs if x != y]
-    alignment = align(a.expected_tool_trajectory if a else [], b.expected_tool_trajectory if b else [],
-                      MatchType.EXACT)
+    alignment = align(a.expected_tool_trajectory if a else [], b.expected_tool_trajectory if b else [], MatchType.EXACT)
     for row in alignment.rows:
         kinds = {"matched": "same", "args_differ": "changed", "missing": "removed", "unexpected": "added"}
         call_kind = kinds.get(row.kind, row.kind)
         call = row.expected or row.actual
-        turn.calls.append(CallChange(
-            call_kind, call.name if call else "",
-            _pretty(row.expected.args) if row.expected else "", _pretty(row.actual.args) if row.actual else "",
-            [d.as_dict() for d in row.arg_diffs]))
+        turn.calls.append(
+            CallChange(
+                call_kind,
+                call.name if call else "",
+                _pretty(row.expected.args) if row.expected else "",
+                _pretty(row.actual.args) if row.actual else "",
+                [d.as_dict() for d in row.arg_diffs],
+            )
+        )
     if kind == "same" and (turn.fields or any(c.kind != "same" for c in turn.calls)):
         turn.kind = "changed"
     return turn

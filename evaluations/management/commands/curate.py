@@ -74,10 +74,14 @@ class Command(BaseCommand):
 
     def _saved(self, evalset: EvalSet, outcome: EditOutcome) -> None:
         version = outcome.version
-        audit_record(project=evalset.project, actor=None, verb=AuditEvent.Verb.EVALSET_EDITED, obj=evalset,
-                     summary=f"{evalset.display_name}: v{version.number} ({version.how_created}) — "
-                             f"{outcome.describe()}",
-                     data={"version": version.number, "how": version.how_created, "via": "cli"})
+        audit_record(
+            project=evalset.project,
+            actor=None,
+            verb=AuditEvent.Verb.EVALSET_EDITED,
+            obj=evalset,
+            summary=f"{evalset.display_name}: v{version.number} ({version.how_created}) — {outcome.describe()}",
+            data={"version": version.number, "how": version.how_created, "via": "cli"},
+        )
         self.stdout.write(f"eval set {evalset.eval_set_id!r}: {outcome.describe()}")
         for other in outcome.other_versions:
             self.stdout.write(f"  and version {other.number} of eval set {other.evalset.eval_set_id!r}")
@@ -110,8 +114,11 @@ class Command(BaseCommand):
         run = Run.objects.select_related("evalset_version__evalset", "project").filter(pk=options["run"]).first()
         if run is None:
             raise CommandError(f"no run {options['run']}")
-        target = (self._evalset(options["target"], project_id=run.project_id) if options["target"]
-                  else run.evalset_version.evalset)
+        target = (
+            self._evalset(options["target"], project_id=run.project_id)
+            if options["target"]
+            else run.evalset_version.evalset
+        )
         eval_ids = list(options["eval_ids"])
         if options["status"]:
             baseline = Run.objects.filter(pk=options["baseline"] or 0, project=run.project).first()
@@ -127,15 +134,20 @@ class Command(BaseCommand):
             raise CommandError("the eval set has no version")
         if options["mode"] == "new":
             taken = set(EvalCase.objects.in_version(latest).values_list("eval_id", flat=True))
-            changes = [{"op": "put", "case": c} for c in promotion.proposed_cases(run=run, eval_ids=eval_ids,
-                                                                                    taken=taken)]
+            changes = [
+                {"op": "put", "case": c} for c in promotion.proposed_cases(run=run, eval_ids=eval_ids, taken=taken)
+            ]
         else:
-            changes = [{"op": "put", "eval_id": c["eval_id"], "case": c}
-                       for c in promotion.proposed_expectations(run=run, version=latest, eval_ids=eval_ids)]
+            changes = [
+                {"op": "put", "eval_id": c["eval_id"], "case": c}
+                for c in promotion.proposed_expectations(run=run, version=latest, eval_ids=eval_ids)
+            ]
         if not changes:
             raise CommandError(f"run {run.pk} has no results for those cases")
         note = options["note"] or f"{len(changes)} case(s) from run #{run.pk}"
-        outcome = evalset_edit(evalset=target, edit=parse_edit({"base_version": latest.number, "note": note,
-                                                                "changes": changes}),
-                               how=EvalSetVersion.How.PROMOTION)
+        outcome = evalset_edit(
+            evalset=target,
+            edit=parse_edit({"base_version": latest.number, "note": note, "changes": changes}),
+            how=EvalSetVersion.How.PROMOTION,
+        )
         self._saved(target, outcome)

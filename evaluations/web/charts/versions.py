@@ -25,8 +25,24 @@ def mark_version_changes(fig: go.Figure, changes: Sequence[VersionChange]) -> go
     dated = all(c.when is not None for c in changes)
     for change in changes:
         x = change.when.isoformat() if dated and change.when else safe(change.run_label)
-        fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
-                      line={"dash": "dash", "width": 1, "color": "#888"})
-        fig.add_annotation(x=x, xref="x", yref="paper", y=1, yanchor="bottom", showarrow=False,
-                           text=f"v{change.after}", font={"size": 10, "color": "#666"})
+        fig.add_shape(
+            type="line",
+            xref="x",
+            yref="paper",
+            x0=x,
+            x1=x,
+            y0=0,
+            y1=1,
+            line={"dash": "dash", "width": 1, "color": "#888"},
+        )
+        fig.add_annotation(
+            x=x,
+            xref="x",
+            yref="paper",
+            y=1,
+            yanchor="bottom",
+            showarrow=False,
+            text=f"v{change.after}",
+            font={"size": 10, "color": "#666"},
+        )
     return fig
