@@ -142,3 +142,21 @@ def test_a_viewer_reads_but_cannot_edit(tab: Any, live_server: Any, acme: Projec
     expect(tab.get_by_role("heading", name="Compare runs")).to_be_visible()
     tab.wait_for_load_state("networkidle")
     expect(tab.get_by_test_id("promote-form")).to_have_count(0)
+
+
+def test_the_run_pages_filtered_cases_are_added_from_the_browser(
+    tab: Any, live_server: Any, alice: Any, acme: Project
+) -> None:
+    version = generated_version(acme, 6)
+    run = make_run(acme, version, generated_outputs(6, wrong={3}))
+    log_in(tab, live_server, "alice", "alice-pass-123")
+    tab.goto(f"{live_server.url}/runs/{run.pk}/")
+    tab.get_by_label("Status").select_option("failed")  # the table is filtered by htmx, the URL follows
+    expect(tab).to_have_url(re.compile(r"status=failed"))
+    shoot(tab, "run")
+    form = tab.get_by_test_id("promote-table")
+    form.get_by_placeholder("change note").fill("the failing case")
+    form.get_by_role("button", name="Add filtered cases").click()
+    expect(tab).to_have_url(re.compile(r"/diff/\?from=1&to=2$"))
+    expect(tab.locator(".diff-counts")).to_contain_text("1 added")
+    expect(tab.locator(".case-diff")).to_contain_text(f"case_0003-run{run.pk}")

@@ -508,3 +508,29 @@ def test_the_trend_marks_where_the_version_changed(acme: Project, alice_client: 
     assert 'data-testid="version-changes"' in page and f"at #{later.pk}" in page
     assert "?from=1&amp;to=2" in page
     assert '"dash":"dash"' in page.replace(" ", "")  # the line drawn on the figures
+
+
+def test_the_run_pages_filtered_cases_are_added_in_one_action(acme: Project, alice_client: Client) -> None:
+    from tests.compare_helpers import generated_outputs, generated_version, make_run
+
+    version = generated_version(acme, 8)
+    run = make_run(acme, version, generated_outputs(8, wrong={1, 4}))
+    page = alice_client.get(reverse("run_detail", args=[run.pk]), {"status": "failed"}).content.decode()
+    assert 'data-testid="promote-table"' in page
+    url = reverse("run_promote_selected", args=[run.pk])
+    # without a filter nothing is added: not the whole run by mistake
+    response = alice_client.post(url, {"from_table": "1", "opened_status": "", "q": ""}, follow=True)
+    assert "filter the cases first" in response.content.decode()
+    assert version.evalset.versions.count() == 1
+    # htmx posts the filters the page opened with and the filter form's current ones, which win
+    response = alice_client.post(
+        url,
+        {"from_table": "1", "opened_status": "", "status": "failed", "note": "failures"},
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 204 and "/diff/?from=1&to=2" in response["HX-Redirect"]
+    v2 = EvalSet.objects.get(pk=version.evalset_id).latest_version
+    assert sorted(EvalCase.objects.in_version(v2).filter(valid_from=2).values_list("eval_id", flat=True)) == [
+        f"case_0001-run{run.pk}",
+        f"case_0004-run{run.pk}",
+    ]

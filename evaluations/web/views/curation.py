@@ -29,6 +29,7 @@ from evaluations.models import OPEN_VERSION, AuditEvent, CaseResult, EvalCase, E
 from evaluations.review import comparison, promotion
 from evaluations.review.statistics import ERRORED, FLAKY, IMPROVED, NEW, REGRESSED, UNCHANGED_FAIL
 from evaluations.review.versions import version_diff, version_history
+from evaluations.runs import page as run_pages
 from evaluations.runs.selectors import runs_visible_to
 from evaluations.web.views.common import can_upload, enter_project
 
@@ -409,7 +410,20 @@ def run_promote_selected(request: HttpRequest, run_pk: int) -> HttpResponse:
     eval_ids = list(dict.fromkeys(request.POST.getlist("eval_ids")))[:BULK_LIMIT]
     status = request.POST.get("status", "")
     baseline_id = _number(request.POST.get("baseline"))
-    if not eval_ids and status in PROMOTABLE and baseline_id is not None:
+    if not eval_ids and request.POST.get("from_table"):
+        # the run page's cases table, as filtered (a filter is required: not the whole run)
+        current = {
+            k: request.POST.get(k, request.POST.get(f"opened_{k}", "")) for k in ("status", "tag", "criterion", "q")
+        }
+        filters = run_pages.ResultFilters.from_query(current, run_pages.run_criteria(run))
+        if filters.active:
+            eval_ids = list(
+                run_pages.filtered_results(run, filters)
+                .order_by("case__position")
+                .values_list("case__eval_id", flat=True)
+                .distinct()[:BULK_LIMIT]
+            )
+    elif not eval_ids and status in PROMOTABLE and baseline_id is not None:
         baseline = get_object_or_404(runs_visible_to(request.user), pk=baseline_id, project=run.project)
         walk = comparison.comparison_walk(baseline=baseline, candidate=run)
         eval_ids = list(dict.fromkeys(eval_id for row_status, _, eval_id in walk.rows if row_status == status))[
@@ -422,8 +436,8 @@ def run_promote_selected(request: HttpRequest, run_pk: int) -> HttpResponse:
     if not back.startswith("/") or back.startswith("//"):
         back = reverse("run_detail", args=[run.pk])
     if not eval_ids:
-        messages.error(request, "Select at least one case to add.")
-        return HttpResponseRedirect(back)
+        messages.error(request, "Select at least one case to add (on the run page: filter the cases first).")
+        return _redirect(request, back)
     latest = _latest(target)
     cases = promotion.proposed_cases(
         run=run, eval_ids=eval_ids, taken=set(EvalCase.objects.in_version(latest).values_list("eval_id", flat=True))
@@ -437,11 +451,21 @@ def run_promote_selected(request: HttpRequest, run_pk: int) -> HttpResponse:
     except CurationError as exc:
         for p in exc.problems[:10]:
             messages.error(request, f"{p.path}: {p.message}" if p.path else p.message)
-        return HttpResponseRedirect(back)
+        return _redirect(request, back)
     record_edit(request=request, evalset=target, outcome=outcome, via="web")
     messages.success(
         request, f"Added {outcome.added} case(s) to {target.display_name} as version {outcome.version.number}."
     )
-    return HttpResponseRedirect(
-        reverse("evalset_diff", args=[target.pk]) + f"?from={outcome.version.number - 1}&to={outcome.version.number}"
+    return _redirect(
+        request,
+        reverse("evalset_diff", args=[target.pk]) + f"?from={outcome.version.number - 1}&to={outcome.version.number}",
     )
+
+
+def _redirect(request: HttpRequest, url: str) -> HttpResponse:
+    """A redirect; for htmx (the run page's form posts its filters with hx-include) a full page load."""
+    if request.htmx:  # type: ignore[attr-defined]
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = url
+        return response
+    return HttpResponseRedirect(url)
