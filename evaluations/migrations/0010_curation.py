@@ -17,6 +17,10 @@ def forwards(apps, schema_editor):
     """Each case row gets its eval set, its range of versions (the one version it came with)
     and its own content hash; each version's content hash is recomputed from its cases'
     hashes (the definition `evalsets.services` uses from now on)."""
+    if schema_editor.connection.vendor == "postgresql":
+        # Check the new foreign keys as rows change, not at commit: PostgreSQL refuses the
+        # ALTER TABLEs after this step while deferred checks are pending.
+        schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     EvalSetVersion = apps.get_model("evaluations", "EvalSetVersion")
     EvalCase = apps.get_model("evaluations", "EvalCase")
     latest = {}
