@@ -534,3 +534,39 @@ def test_the_run_pages_filtered_cases_are_added_in_one_action(acme: Project, ali
         f"case_0001-run{run.pk}",
         f"case_0004-run{run.pk}",
     ]
+
+
+def test_add_duplicate_and_delete_from_the_pages(acme: Project, alice_client: Client) -> None:
+    first = import_generated(acme, 3)
+    new_url = reverse("case_new", args=[first.evalset.pk])
+    assert alice_client.get(new_url).status_code == 200
+    response = alice_client.post(
+        new_url,
+        {
+            "base_version": "1",
+            "original": "",
+            "turn_count": "1",
+            "eval_id": "added",
+            "name": "Added <i>here</i>",
+            "turn-0-user": "Where is my order?",
+            "turn-0-expected": "",
+            "turn-0-tools": '[{"name": "get_order"}]',
+            "note": "a new case",
+        },
+    )
+    assert response.status_code == 302
+    v2 = EvalSet.objects.get(pk=first.evalset.pk).latest_version
+    added = EvalCase.objects.in_version(v2).get(eval_id="added")
+    assert added.name == "Added <i>here</i>"
+    assert added.conversation[0]["expected_tool_trajectory"][0]["name"] == "get_order"
+    page = alice_client.get(reverse("case_detail", args=[added.pk])).content.decode()
+    assert "Added &lt;i&gt;here&lt;/i&gt;" in page and "<i>here</i>" not in page
+    alice_client.post(reverse("case_duplicate", args=[added.pk]), {"base_version": "2"})
+    v3 = EvalSet.objects.get(pk=first.evalset.pk).latest_version
+    assert ids(v3)[-2:] == ["added", "added-copy"]
+    alice_client.post(reverse("case_delete", args=[added.pk]), {"base_version": "3"})
+    v4 = EvalSet.objects.get(pk=first.evalset.pk).latest_version
+    assert "added" not in ids(v4) and "added-copy" in ids(v4)
+    assert list(
+        EvalSetVersion.objects.filter(evalset=first.evalset).order_by("number").values_list("how_created", flat=True)
+    ) == ["upload", "edit", "edit", "edit"]
