@@ -151,12 +151,13 @@ class VersionDiff:
 
 
 def _only_in(version: EvalSetVersion, other: EvalSetVersion) -> list[tuple[int, str, str, int]]:
-    return list(
-        EvalCase.objects.in_version(version)
-        .exclude(valid_from__lte=other.number, valid_to__gt=other.number)
-        .order_by()
-        .values_list("pk", "eval_id", "content_hash", "position")
-    )
+    """The rows of `version` that `other` does not share. A row's versions are one unbroken
+    range, so for an older `version` they are the rows that end between the two (read off the
+    (eval set, valid_to) index), and for a newer one the rows that began after `other`."""
+    n, o = version.number, other.number
+    rows = EvalCase.objects.in_version(version)
+    rows = rows.filter(valid_to__lte=o) if n < o else rows.filter(valid_from__gt=o) if n > o else rows.none()
+    return list(rows.order_by().values_list("pk", "eval_id", "content_hash", "position"))
 
 
 def version_diff(
