@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -113,7 +113,14 @@ class EvalSet(models.Model):
 
 
 class EvalSetVersion(models.Model):
-    """One immutable upload of an eval set. The same content uploaded again is this version."""
+    """One immutable state of an eval set: an upload, or a save of edits to the latest state.
+    The same content uploaded again is the newest version with that content."""
+
+    class How(models.TextChoices):
+        UPLOAD = "upload"
+        EDIT = "edit"
+        PROMOTION = "promotion"
+        API = "api"
 
     evalset = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
@@ -136,13 +143,18 @@ class EvalSetVersion(models.Model):
     tags = models.JSONField(default=list, blank=True)  # every tag used, sorted: filter choices
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # How it came to be, the change note its author gave, and the version the edits began from.
+    how_created = models.CharField(max_length=16, choices=How.choices, default=How.UPLOAD)
+    note = models.TextField(blank=True, default="")
+    based_on = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         ordering = ["evalset", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["evalset", "number"], name="version_unique_number"),
-            models.UniqueConstraint(fields=["evalset", "content_hash"], name="version_unique_content"),
         ]
+        # Not unique: an edit may bring back the content of an older version (a revert).
+        indexes = [models.Index(fields=["evalset", "content_hash"], name="version_content")]
 
     def __str__(self) -> str:
         return f"{self.evalset} v{self.number}"
@@ -194,7 +206,23 @@ class CaseJSONField(models.JSONField):
         return super().get_db_prep_value(value, connection, prepared)
 
 
+# `EvalCase.valid_to` of a case still in the latest version.
+OPEN_VERSION = 2_147_483_647
+
+
 class EvalCaseQuerySet(models.QuerySet["EvalCase"]):
+    def in_version(self, version: EvalSetVersion) -> EvalCaseQuerySet:
+        """The cases of `version`: the rows whose range of version numbers holds it."""
+        return self.filter(evalset_id=version.evalset_id, valid_from__lte=version.number,
+                           valid_to__gt=version.number)
+
+    def in_version_by_eval_id(self, version: EvalSetVersion, eval_ids: str | list[str]) -> EvalCaseQuerySet:
+        """Cases of `version` by eval id, found through the (eval set, eval id) index: the
+        version's upper bound is read as an expression, so no planner prefers the range index."""
+        by_id = Q(eval_id=eval_ids) if isinstance(eval_ids, str) else Q(eval_id__in=eval_ids)
+        return (self.filter(by_id, evalset_id=version.evalset_id, valid_from__lte=version.number)
+                .alias(upper=F("valid_to") + 0).filter(upper__gt=version.number))
+
     def search(self, text: str) -> EvalCaseQuerySet:
         text = text.strip()
         if not text:
@@ -208,7 +236,18 @@ class EvalCaseQuerySet(models.QuerySet["EvalCase"]):
 
 
 class EvalCase(models.Model):
+    """One case's content, shared by every version from `valid_from` up to (not including)
+    `valid_to`: a save of edits writes rows only for the cases it adds or changes and closes
+    the rows it replaces, so versions share unchanged cases instead of copying them. Read a
+    version's cases with `EvalCase.objects.in_version(version)`; `version` (and its reverse
+    `version.cases`) is the version that introduced the row, which for an upload is all of
+    its cases."""
+
     version = models.ForeignKey(EvalSetVersion, on_delete=models.CASCADE, related_name="cases")
+    evalset = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="+")
+    valid_from = models.PositiveIntegerField()  # version numbers
+    valid_to = models.PositiveIntegerField(default=OPEN_VERSION)
+    content_hash = models.CharField(max_length=64, blank=True, default="")  # sha256 of its canonical content
     position = models.PositiveIntegerField()
     eval_id = models.CharField(max_length=255)
     name = models.CharField(max_length=255, blank=True)
@@ -229,8 +268,11 @@ class EvalCase(models.Model):
 
     class Meta:
         ordering = ["version", "position"]
-        constraints = [models.UniqueConstraint(fields=["version", "eval_id"], name="case_unique_eval_id")]
-        indexes = [models.Index(fields=["version", "position"], name="case_version_position")]
+        # One row per eval id a version introduces; also the index that finds a case by eval id.
+        constraints = [
+            models.UniqueConstraint(fields=["evalset", "eval_id", "valid_from"], name="case_unique_eval_id"),
+        ]
+        indexes = [models.Index(fields=["evalset", "valid_to", "position"], name="case_evalset_range")]
 
     def __str__(self) -> str:
         return self.eval_id
@@ -510,6 +552,7 @@ class AuditEvent(models.Model):
         TOKEN_REVOKED = "token.revoked"
         GRADE_ADDED = "grade.added"
         GRADE_CHANGED = "grade.changed"
+        EVALSET_EDITED = "evalset.edited"
 
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,

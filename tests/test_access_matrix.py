@@ -140,6 +140,21 @@ ROUTES = [
     Route("api_docs", PUBLIC, scoped=False),
     Route("api_compare", READ, api=True, query="?baseline={base}&candidate={run}"),
     Route("api_compare_runs", READ, api=True, query="?runs={base},{run}"),
+    # Curation (issue 18)
+    Route("evalset_versions", READ),
+    Route("evalset_diff", READ, query="?from=1&to=1"),
+    Route("case_new", WRITE),
+    Route("case_edit", WRITE),
+    Route("case_duplicate", WRITE, "post", data=(("base_version", "1"),)),
+    Route("case_delete", WRITE, "post", data=(("base_version", "1"),)),
+    Route("evalset_bulk", WRITE, "post", data=(("base_version", "1"), ("action", "tag"), ("tag", "x"),
+                                               ("eval_ids", "{eval_id}"))),
+    Route("result_promote", WRITE),
+    Route("run_promote_selected", WRITE, "post", data=(("eval_ids", "{eval_id}"),)),
+    Route("run_promote_form", READ, query="?baseline={base}"),  # members get the form, viewers an empty slot
+    Route("api_evalset_edit", WRITE, "post", api=True),
+    Route("api_evalset_diff", READ, api=True, query="?from=1&to=1"),
+    Route("api_run_promote", WRITE, "post", api=True, data=(("eval_ids", "{eval_id}"),)),
 ]
 BY_NAME = {r.name: r for r in ROUTES}
 # The members page's writes and the upload/run APIs take the project in the body, not the URL.
@@ -216,6 +231,12 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "evalset_leaderboard": {"pk": w["evalset"].pk},
         "version_original": {"pk": w["version"].pk}, "version_native": {"pk": w["version"].pk},
         "case_detail": {"pk": w["case"].pk},
+        "evalset_versions": {"pk": w["evalset"].pk}, "evalset_diff": {"pk": w["evalset"].pk},
+        "case_new": {"pk": w["evalset"].pk}, "evalset_bulk": {"pk": w["evalset"].pk},
+        "case_edit": {"pk": w["case"].pk}, "case_duplicate": {"pk": w["case"].pk},
+        "case_delete": {"pk": w["case"].pk}, "result_promote": {"run_pk": w["run"].pk, "result_pk": w["result"].pk},
+        "run_promote_selected": {"run_pk": w["run"].pk}, "run_promote_form": {"run_pk": w["run"].pk},
+        "api_evalset_edit": {"pk": w["evalset"].pk}, "api_evalset_diff": {"pk": w["evalset"].pk},
         "project_members": {"slug": "acme"}, "project_activity": {"slug": "acme"},
         "account_token_revoke": {"pk": w["token"].pk},
         "triage_comment": {"pk": w["triage"].pk},

@@ -112,12 +112,12 @@ def test_the_tag_filter_and_pagination_work_in_the_browser(
     tab.goto(f"{live_server.url}/evalsets/{outcome.evalset.pk}/")
     expect(tab.locator("#cases-table tbody tr")).to_have_count(50)
     tab.wait_for_load_state()
-    tab.get_by_label("Tag").select_option("odd")
+    tab.get_by_label("Tag", exact=True).select_option("odd")
     expect(tab.locator(".table-summary")).to_contain_text("of 60 matching cases")
     tab.get_by_role("link", name="Next →").click()
     expect(tab.locator("#cases-table tbody tr")).to_have_count(10)
     expect(tab.locator("#cases-table")).to_contain_text("case_119")
-    expect(tab.get_by_label("Tag")).to_have_value("odd")
+    expect(tab.get_by_label("Tag", exact=True)).to_have_value("odd")
 
 
 def test_the_plain_file_input_uploads_without_javascript(

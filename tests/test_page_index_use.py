@@ -59,7 +59,7 @@ def test_the_drill_down_finds_the_baseline_result_through_the_case_row(acme: Pro
     # not a join of every baseline result to its case, filtered on the eval id
     assert '"evaluations_evalcase"."eval_id" = ' not in lookup[0]
     assert '"evaluations_caseresult"."case_id" IN (SELECT' in lookup[0]
-    assert 'U0."eval_id" = ' in lookup[0] and 'U0."version_id" = ' in lookup[0]
+    assert 'U0."eval_id" = ' in lookup[0] and 'U0."evalset_id" = ' in lookup[0]
     if connection.vendor == "sqlite":
         plan = _plan(lookup[0])
         assert "case_id=?" in plan and "eval_id=?" in plan, plan

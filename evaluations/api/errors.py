@@ -54,6 +54,8 @@ ERROR_DESCRIPTIONS = {
          "session request without its CSRF token).",
     404: "No such object, or it belongs to a project you are not a member of.",
     405: "Method not allowed.",
+    409: "Conflict: the object changed since the request was prepared (e.g. an eval set has a newer version "
+         "than `base_version`): read it again and retry.",
     413: "The body or an uploaded file is larger than the upload limit (EVALSITE_MAX_UPLOAD_MB).",
     415: "Unsupported content type.",
     429: "Too many requests: wait `Retry-After` seconds.",

@@ -1,7 +1,7 @@
 from django.urls import path, register_converter
 
 from evaluations.api import common as _schema_extensions  # noqa: F401 - registers the token auth scheme
-from evaluations.api import compare, grades, imports, metrics, nway, projects, runs, triage, views
+from evaluations.api import compare, curation, grades, imports, metrics, nway, projects, runs, triage, views
 from evaluations.converters import IdConverter
 
 # `<id:pk>`: an integer of at most 18 digits (a longer one is a 404, not a database overflow).
@@ -10,6 +10,9 @@ register_converter(IdConverter, "id")
 urlpatterns = [
     path("evalsets/", views.EvalSetListCreate.as_view(), name="api_evalsets"),
     path("evalsets/<id:pk>/", views.EvalSetDetail.as_view(), name="api_evalset"),
+    path("evalsets/<id:pk>/edits/", curation.EvalSetEdit.as_view(), name="api_evalset_edit"),
+    path("evalsets/<id:pk>/diff/", curation.EvalSetDiff.as_view(), name="api_evalset_diff"),
+    path("runs/<id:pk>/promote/", curation.RunPromote.as_view(), name="api_run_promote"),
     path("evalsets/<id:pk>/versions/", views.EvalSetVersionList.as_view(), name="api_evalset_versions"),
     path("evalsets/<id:pk>/versions/<id:number>/cases/", views.EvalCaseList.as_view(), name="api_evalset_cases"),
     path("evalsets/<id:pk>/versions/<id:number>/", views.EvalSetVersionDetail.as_view(), name="api_evalset_version"),

@@ -188,7 +188,7 @@ class EvalCaseList(ListAPIView):
     def get_queryset(self) -> Any:
         params = query(EvalCaseQuery, self.request)
         version = _version(self.request, self.kwargs["pk"], self.kwargs["number"])
-        qs = EvalCase.objects.filter(version=version).order_by("position")
+        qs = EvalCase.objects.in_version(version).order_by("position")
         return qs.search(params.get("q", "")).tagged(params.get("tag", ""))
 
 

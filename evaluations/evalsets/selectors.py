@@ -160,7 +160,7 @@ def evalset_page(
         return None
 
     cases = (
-        EvalCase.objects.filter(version_id=selected.pk)
+        EvalCase.objects.filter(evalset_id=evalset.pk, valid_from__lte=selected.number, valid_to__gt=selected.number)
         .search(q)
         .tagged(tag)
         .only("pk", "position", "eval_id", "name", "tags", "turn_count", "tool_call_count", "search_text")
@@ -284,7 +284,7 @@ class CasePage:
 
 def case_page(*, case: EvalCase) -> CasePage:
     """Everything the case page shows; `case` comes with its version and eval set loaded."""
-    siblings = EvalCase.objects.filter(version_id=case.version_id)
+    siblings = EvalCase.objects.in_version(case.version)
     previous_pk = (
         siblings.filter(position__lt=case.position).order_by("-position").values_list("pk", flat=True).first()
     )

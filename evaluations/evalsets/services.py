@@ -18,7 +18,7 @@ from django.utils import timezone
 from evaluations.bulk import insert_rows
 from evaluations.evalsets.formats import ParsedEvalSet, SourceFile, read_upload
 from evaluations.evalsets.formats.base import CaseSink, gc_paused
-from evaluations.models import EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
+from evaluations.models import OPEN_VERSION, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
 from evaluations.schemas.evalset import EvalCase as NativeCase
 
 DEFAULT_PROJECT_SLUG = "default"
@@ -73,7 +73,7 @@ class _CaseRows(CaseSink):
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: list[tuple[Any, ...]] = []  # _CASE_COLUMNS less the version
+        self.rows: list[tuple[Any, ...]] = []  # _CASE_COLUMNS and the case's content hash
         self.digest = hashlib.sha256()
         self.tags: set[str] = set()
         self.turns = 0
@@ -81,29 +81,48 @@ class _CaseRows(CaseSink):
 
     def keep(self, position: int, case: NativeCase) -> None:
         row = _case_row(position, case)
-        self.digest.update(_canonical([case.eval_id, case.name]))
-        for name, text in zip(_CASE_JSON_COLUMNS, row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)], strict=True):
-            self.digest.update(f"\0{name}\0{text}".encode())
-        self.rows.append(row)
+        case_hash = case_content_hash(case.eval_id, case.name, row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)])
+        self.digest.update(case_hash.encode())
+        self.rows.append((*row, case_hash))
         self.tags.update(case.tags)
         self.turns += row[-2]
         self.tool_calls += row[-1]
 
 
-def _content_hash(parsed: ParsedEvalSet, rows: _CaseRows) -> str:
-    """sha256 over the canonical native content: the same eval set in another layout, key
-    order or even another format is the same version."""
-    evalset = parsed.evalset
+def case_content_hash(eval_id: str, name: str, json_texts: Sequence[str]) -> str:
+    """sha256 of one case's canonical content: its id, name and JSON columns' texts (in
+    `_CASE_JSON_COLUMNS` order). A version's hash is built from these, so a save of edits
+    hashes only the cases it changes."""
+    digest = hashlib.sha256(_canonical([eval_id, name]))
+    for column, text in zip(_CASE_JSON_COLUMNS, json_texts, strict=True):
+        digest.update(f"\0{column}\0{text}".encode())
+    return digest.hexdigest()
+
+
+def version_content_hash(*, eval_set_id: str, name: str, description: str, metadata: Any,
+                         default_config: Any, evaluator_config: Any, cases_digest: str) -> str:
+    """sha256 over the canonical native content: the header, and the digest of the cases'
+    own hashes in order. The same eval set in another layout, key order or even another
+    format is the same content."""
     header = {
-        "eval_set_id": evalset.eval_set_id,
-        "name": evalset.name,
-        "description": evalset.description,
-        "metadata": evalset.metadata,
-        "default_config": parsed.default_config.model_dump(mode="json") if parsed.default_config else None,
-        "evaluator_config": parsed.evaluator_config,
-        "cases": rows.digest.hexdigest(),
+        "eval_set_id": eval_set_id,
+        "name": name,
+        "description": description,
+        "metadata": metadata,
+        "default_config": default_config,
+        "evaluator_config": evaluator_config,
+        "cases": cases_digest,
     }
     return hashlib.sha256(_canonical(header)).hexdigest()
+
+
+def _content_hash(parsed: ParsedEvalSet, rows: _CaseRows) -> str:
+    evalset = parsed.evalset
+    return version_content_hash(
+        eval_set_id=evalset.eval_set_id, name=evalset.name, description=evalset.description,
+        metadata=evalset.metadata,
+        default_config=parsed.default_config.model_dump(mode="json") if parsed.default_config else None,
+        evaluator_config=parsed.evaluator_config, cases_digest=rows.digest.hexdigest())
 
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -125,7 +144,7 @@ def _store(*, project: Project, parsed: ParsedEvalSet, user: Any) -> ImportOutco
     )
     # Lock the eval set so concurrent uploads number their versions one after the other.
     evalset = EvalSet.objects.select_for_update().get(pk=evalset.pk)
-    existing = evalset.versions.filter(content_hash=content_hash).first()
+    existing = evalset.versions.filter(content_hash=content_hash).order_by("-number").first()
     if existing is not None:
         return ImportOutcome(evalset, existing, False, existing.source_format, existing.source_variant,
                              existing.case_count, list(existing.warnings))
@@ -156,10 +175,14 @@ def _store(*, project: Project, parsed: ParsedEvalSet, user: Any) -> ImportOutco
     EvalSetSource.objects.create(version=version, filename=filename, content_type=content_type, size=len(data),
                                  data=EvalSetSource.compress(data))
 
+    # The cases of the version before end where this one begins.
+    EvalCase.objects.filter(evalset_id=evalset.pk, valid_to=OPEN_VERSION).update(valid_to=number)
     rows = sink.rows
+    head = (version.pk, evalset.pk, number, OPEN_VERSION)
     for start in range(0, len(rows), BULK_BATCH):
-        batch = [(version.pk, *row) for row in rows[start : start + BULK_BATCH]]
-        insert_rows(EvalCase, ["version_id", *_CASE_COLUMNS], batch, json_columns=set(_CASE_JSON_COLUMNS))
+        batch = [(*head, *row) for row in rows[start : start + BULK_BATCH]]
+        insert_rows(EvalCase, ["version_id", "evalset_id", "valid_from", "valid_to", *_CASE_COLUMNS, "content_hash"],
+                    batch, json_columns=set(_CASE_JSON_COLUMNS))
         rows[start : start + BULK_BATCH] = [None] * len(batch)  # type: ignore[list-item]
 
     EvalSet.objects.filter(pk=evalset.pk).update(

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluations', '0009_triage_unique_per_branch'),
+        ('evaluations', '0010_curation'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='auditevent',
             name='verb',
-            field=models.CharField(choices=[('evalset.uploaded', 'Evalset Uploaded'), ('run.started', 'Run Started'), ('run.cancelled', 'Run Cancelled'), ('run.retried', 'Run Retried'), ('baseline.pinned', 'Baseline Pinned'), ('triage.changed', 'Triage Changed'), ('run.finished', 'Run Finished'), ('comment.added', 'Comment Added'), ('member.added', 'Member Added'), ('member.changed', 'Member Changed'), ('member.removed', 'Member Removed'), ('token.created', 'Token Created'), ('token.revoked', 'Token Revoked'), ('grade.added', 'Grade Added'), ('grade.changed', 'Grade Changed')], max_length=32),
+            field=models.CharField(choices=[('evalset.uploaded', 'Evalset Uploaded'), ('run.started', 'Run Started'), ('run.cancelled', 'Run Cancelled'), ('run.retried', 'Run Retried'), ('baseline.pinned', 'Baseline Pinned'), ('triage.changed', 'Triage Changed'), ('run.finished', 'Run Finished'), ('comment.added', 'Comment Added'), ('member.added', 'Member Added'), ('member.changed', 'Member Changed'), ('member.removed', 'Member Removed'), ('token.created', 'Token Created'), ('token.revoked', 'Token Revoked'), ('grade.added', 'Grade Added'), ('grade.changed', 'Grade Changed'), ('evalset.edited', 'Evalset Edited')], max_length=32),
         ),
         migrations.CreateModel(
             name='HumanGrade',

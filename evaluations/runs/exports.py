@@ -45,7 +45,8 @@ def version_native_chunks(version: EvalSetVersion, *, chunk_cases: int = 500) ->
     }
     yield json.dumps(head, ensure_ascii=False, indent=2)[:-2] + ',\n  "eval_cases": ['
     first = True
-    cases = version.cases.order_by("position").only(*CASE_FIELDS, "position").iterator(chunk_size=chunk_cases)
+    cases = (EvalCase.objects.in_version(version).order_by("position").only(*CASE_FIELDS, "position")
+             .iterator(chunk_size=chunk_cases))
     parts: list[str] = []
     for case in cases:
         text = _case_text(case)

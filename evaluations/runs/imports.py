@@ -63,7 +63,7 @@ from evaluations.evalsets.formats.base import (
 )
 from evaluations.evalsets.formats.deepeval import derive_eval_ids
 from evaluations.evalsets.services import evalset_import
-from evaluations.models import CaseResult, EvalSet, EvalSetVersion, Project, Run, Score
+from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetVersion, Project, Run, Score
 from evaluations.runs import services
 from evaluations.runs.engine import dumps, executemany
 from evaluations.runs.targets.uploaded import read_outputs
@@ -553,7 +553,7 @@ def _in_file(parsed: ParsedResults, problem: Problem) -> Problem:
 
 def _match(parsed: ParsedResults, version: EvalSetVersion) -> None:
     """Each case's eval id in `version`: unknown ones are reported with their place in the file."""
-    rows = list(version.cases.values_list("eval_id", "name"))
+    rows = list(EvalCase.objects.in_version(version).values_list("eval_id", "name"))
     ids = {eval_id for eval_id, _ in rows}
     names = Counter(name for _, name in rows if name)
     by_name = {name: eval_id for eval_id, name in rows if name and names[name] == 1}

@@ -15,6 +15,7 @@ from django.db.models import (
     FloatField,
     OuterRef,
     Q,
+    QuerySet,
     Subquery,
 )
 from django.db.models.fields.json import KT
@@ -132,9 +133,8 @@ def _headers(criteria: list[str], sort: str) -> tuple[dict[str, SortHeader], lis
     return fixed, [header(f"score.{c}", c, True) for c in criteria]
 
 
-def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> ResultsTable:
-    """One page of the run's case results, filtered and sorted in the database, with the
-    conversation-level score of each criterion: three queries (count, page, scores)."""
+def filtered_results(run: Run, filters: ResultFilters) -> QuerySet[CaseResult]:
+    """The run's results the cases table's filters keep (unordered)."""
     results = CaseResult.objects.filter(run=run)
     if filters.status:
         results = results.filter(status=filters.status)
@@ -145,6 +145,13 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
     if filters.criterion:
         results = results.filter(Exists(conversation_scores(run).filter(
             result=OuterRef("pk"), criterion=filters.criterion, passed=False)))
+    return results
+
+
+def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> ResultsTable:
+    """One page of the run's case results, filtered and sorted in the database, with the
+    conversation-level score of each criterion: three queries (count, page, scores)."""
+    results = filtered_results(run, filters)
 
     key, descending = filters.sort.lstrip("-"), filters.sort.startswith("-")
     order: list[Any]

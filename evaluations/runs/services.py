@@ -34,6 +34,7 @@ from evaluations.evaluators import get_evaluator_class
 from evaluations.evaluators.runnable import is_custom_uipath
 from evaluations.models import (
     CaseResult,
+    EvalCase,
     EvalSetVersion,
     EvaluationConfig,
     Project,
@@ -134,7 +135,7 @@ def run_create(
         except KeyError as exc:
             raise RunError(f"criterion {criterion!r}: {exc.args[0]}") from None
 
-    cases = list(version.cases.order_by("position").values_list("pk", "eval_id", "turn_count",
+    cases = list(EvalCase.objects.in_version(version).order_by("position").values_list("pk", "eval_id", "turn_count",
                                                                    "conversation_scenario"))
     known = {eval_id for _, eval_id, _, _ in cases}
     if eval_ids:

@@ -55,7 +55,7 @@ from evaluations.schemas.evalset import Invocation, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from evaluations.web.charts import to_html
 from evaluations.web.charts.trace import WaterfallSpan, waterfall
-from evaluations.web.views.common import enter_project
+from evaluations.web.views.common import can_upload, enter_project
 from evaluations.web.views.compare import CASES_PER_PAGE, FILTERS, parse_id, runs_visible_to
 from evaluations.web.views.grades import panel_context as grades_panel_context
 from evaluations.web.views.triage import panel_context
@@ -534,10 +534,11 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
     if request.GET.get("baseline") and baseline_id is None:
         raise Http404("no such run")
     if baseline_id is not None and baseline_id != run.pk:
-        baseline = get_object_or_404(runs_visible_to(request.user), pk=baseline_id, project=run.project)
+        baseline = get_object_or_404(runs_visible_to(request.user).select_related("evalset_version"), pk=baseline_id,
+                                     project=run.project)
         # The case's row in the baseline's version first (its (version, eval_id) index), then
         # its results by the (run, case) index: not a walk over every result of the baseline.
-        case_ids = EvalCase.objects.filter(version_id=baseline.evalset_version_id, eval_id=result.case.eval_id)
+        case_ids = EvalCase.objects.in_version_by_eval_id(baseline.evalset_version, result.case.eval_id)
         candidates = list(CaseResult.objects.filter(run=baseline, case_id__in=case_ids.values("pk"))
                           .select_related("case").order_by("iteration"))
         baseline_result = next((r for r in candidates if r.iteration == result.iteration),
@@ -553,5 +554,8 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
         triage_panel = panel_context(user=request.user, project=run.project, candidate=run, result=result,
                                      baseline=baseline)
     grades_panel = grades_panel_context(user=request.user, run=run, result=result)
+    # Members and admins may promote the result into a case (the triage panel knows the role).
+    can_curate = triage_panel["can_triage"] if triage_panel else can_upload(request.user, run.project)
     return render(request, "evaluations/compare/drilldown.html",
-                  {"page": page, "triage_panel": triage_panel, "grades_panel": grades_panel})
+                  {"page": page, "triage_panel": triage_panel, "grades_panel": grades_panel,
+                   "can_curate": can_curate})

@@ -25,7 +25,7 @@ from evaluations.evalsets.formats import EvalSetImportError, SourceFile
 from evaluations.evalsets.formats import check_size as check_upload_size
 from evaluations.evalsets.forms import UploadForm
 from evaluations.evalsets.services import evalset_import
-from evaluations.models import EvalSetSource, Project
+from evaluations.models import OPEN_VERSION, EvalSetSource, Project
 from evaluations.runs.exports import version_native_chunks
 from evaluations.web.views.common import SESSION_PROJECT_KEY, can_upload, current_project, enter_project
 
@@ -82,13 +82,18 @@ def evalset_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     if page is None:
         raise Http404("no such version")
-    context: dict[str, object] = {"page": page, "evalset": evalset}
+    context: dict[str, object] = {"page": page, "evalset": evalset,
+                                  "can_edit": can_upload(request.user, evalset.project)}
     # htmx swaps just the table while someone types; a history restore wants the whole page.
     if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
         response = render(request, "evaluations/_cases_table.html", context)
     else:
         enter_project(request, evalset.project)
         context["history"] = object_history(evalset)
+        if context["can_edit"] and page.is_latest:  # the bulk form's "move to" choices
+            context["move_targets"] = list(selectors.evalsets_visible_to(request.user)
+                                           .filter(project=evalset.project).exclude(pk=evalset.pk)
+                                           .only("pk", "name", "eval_set_id").order_by("name", "eval_set_id"))
         response = render(request, "evaluations/evalset_detail.html", context)
     patch_vary_headers(response, ["HX-Request"])
     return response
@@ -98,10 +103,17 @@ def evalset_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def case_detail(request: HttpRequest, pk: int) -> HttpResponse:
     case = get_object_or_404(
-        selectors.cases_visible_to(request.user).select_related("version__evalset__project"), pk=pk
+        selectors.cases_visible_to(request.user).select_related("version__evalset__project",
+                                                                "version__evalset__latest_version"), pk=pk
     )
-    enter_project(request, case.version.evalset.project)
-    return render(request, "evaluations/case_detail.html", {"page": selectors.case_page(case=case)})
+    project = case.version.evalset.project
+    enter_project(request, project)
+    in_latest = case.valid_to == OPEN_VERSION
+    latest = case.version.evalset.latest_version
+    return render(request, "evaluations/case_detail.html", {
+        "page": selectors.case_page(case=case), "case": case, "in_latest": in_latest,
+        "latest_number": latest.number if latest else None,
+        "can_edit": in_latest and can_upload(request.user, project)})
 
 
 @login_required

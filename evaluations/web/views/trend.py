@@ -26,6 +26,7 @@ from evaluations.review import comparison
 from evaluations.review.selectors import FAILING, TREND_RUNS, first_failing, run_label
 from evaluations.web.charts import to_html
 from evaluations.web.charts.compare import HeatmapRow, TrendPoint, case_heatmap, latency_trend, pass_rate_trend
+from evaluations.web.charts.versions import VersionChange, mark_version_changes
 from evaluations.web.views.common import enter_project
 
 CASES_PER_PAGE = 50
@@ -59,6 +60,7 @@ class TrendPage:
     model: str = ""
     branches: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
+    version_changes: tuple[VersionChange, ...] = ()  # where the eval set's version changed (issue 18)
 
 
 def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str = "", model: str = "") -> TrendPage:
@@ -74,7 +76,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
     latest = list(completed
                   .select_related("evalset_version")
                   .only("pk", "name", "model", "branch", "git_commit", "created_at", "summary", "eval_ids",
-                        "evalset_version__case_count")
+                        "evalset_version__case_count", "evalset_version__number", "evalset_version__evalset_id")
                   .order_by("-created_at", "-pk")[:TREND_RUNS + 1])
     more_runs = len(latest) > TREND_RUNS
     runs = latest[:TREND_RUNS][::-1]
@@ -95,7 +97,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
         # Every run has a result for every case of the one version (a run without a subset
         # makes one per case): the version's cases are the rows, read a page at a time by
         # their (version, eval_id) index and counted by the version, not over 30 runs' results.
-        paginator = Paginator(EvalCase.objects.filter(version_id=versions[0]).values_list("eval_id", flat=True)
+        paginator = Paginator(EvalCase.objects.in_version(runs[0].evalset_version).values_list("eval_id", flat=True)
                               .order_by("eval_id"), CASES_PER_PAGE)
         paginator.count = runs[0].evalset_version.case_count
     else:
@@ -112,7 +114,9 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
     outcomes: dict[tuple[str, int], list[str]] = defaultdict(list)
     first_pk: dict[tuple[str, int], int] = {}
     # The shown cases' rows in each version, then their results by the (run, case) index.
-    case_ids = dict(EvalCase.objects.filter(version_id__in=versions, eval_id__in=shown).values_list("pk", "eval_id"))
+    numbers = [run.evalset_version.number for run in runs]
+    case_ids = dict(EvalCase.objects.filter(evalset_id=evalset.pk, valid_from__lte=max(numbers),
+                                            valid_to__gt=min(numbers), eval_id__in=shown).values_list("pk", "eval_id"))
     for pk, run_id, case_id, status in (
         CaseResult.objects.filter(run_id__in=run_ids, case_id__in=list(case_ids))
         .values_list("pk", "run_id", "case_id", "status").order_by("iteration", "pk")
@@ -154,12 +158,27 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
             failing.append(FailingCase(eval_id, labels[position[run.pk]], url,
                                        sum(1 for c in cells[since:] if c in FAILING), urls[-1]))
     paginated.object_list = shown
+    changes = _version_changes(evalset, runs, labels)
     return TrendPage(
         evalset=evalset, runs=runs, run_labels=labels, points=points,
-        pass_rate_html=to_html(pass_rate_trend(points)), latency_html=to_html(latency_trend(points)),
+        pass_rate_html=to_html(mark_version_changes(pass_rate_trend(points), changes)),
+        latency_html=to_html(mark_version_changes(latency_trend(points), changes)),
+        version_changes=tuple(changes),
         heatmap_html=to_html(case_heatmap(rows, labels)) if rows else "", cases=paginated, failing=failing,
         failing_only=failing_only, more_runs=more_runs, **filters,
     )
+
+
+def _version_changes(evalset: EvalSet, runs: list[Run], labels: list[str]) -> list[VersionChange]:
+    """Each run (oldest first) whose eval-set version differs from the run before it."""
+    diff_url = reverse("evalset_diff", args=[evalset.pk])
+    changes = []
+    for i in range(1, len(runs)):
+        before, after = runs[i - 1].evalset_version.number, runs[i].evalset_version.number
+        if before != after:
+            changes.append(VersionChange(labels[i], runs[i].created_at, before, after,
+                                         f"{diff_url}?from={before}&to={after}"))
+    return changes
 
 
 @login_required
