@@ -67,7 +67,7 @@ def _status(request: HttpRequest, http: int, code: int, message: str, retry_afte
     if retry_after is not None:
         response["Retry-After"] = str(retry_after)
     if http == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="otlp"'
+        response["WWW-Authenticate"] = 'Token realm="otlp"'  # Token or Bearer, as the API
     return response
 
 
@@ -156,6 +156,8 @@ def _receive(request: HttpRequest, project: Project, token_pk: int) -> HttpRespo
     body = request.read(limit + 1)  # never more than the limit in memory, whatever it claims
     if len(body) > limit:
         return _status(request, 413, _INVALID_ARGUMENT, too_big)
+    if not body:  # an empty export (some clients send no Content-Type with it): nothing to store
+        return HttpResponse(ExportTraceServiceResponse().SerializeToString(), content_type=PROTOBUF)
     try:
         data = inflate(body, request.META.get("HTTP_CONTENT_ENCODING", ""))
         del body
