@@ -337,3 +337,22 @@ def output_of(trace_pk: int, trace_id: str, eval_id: str, iteration: int, turn_c
         output.error = f"the agent's root span failed: {failed}"
     output.metadata["trace_id"] = trace_id
     return output
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A traces run that waits: how many cases have their trace, and until when."""
+
+    received: int
+    total: int
+    deadline: datetime | None
+
+
+def traces_waiting(run: Run) -> Waiting | None:
+    """For the run page while a traces run waits (one query), else None."""
+    if run.target_kind != Run.TargetKind.TRACES or run.status != Run.Status.QUEUED:
+        return None
+    waiting = CaseResult.objects.filter(run=run, status=CaseResult.Status.PENDING, output__isnull=True).count()
+    settled = run.cases_missing + run.cases_not_runnable
+    return Waiting(received=run.cases_total - settled - waiting, total=run.cases_total - settled,
+                   deadline=deadline_of(run))
