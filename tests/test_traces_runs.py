@@ -208,3 +208,21 @@ def test_the_api_creates_a_traces_run(acme: Project, alice: Any, django_capture_
         content_type="application/json",
     )
     assert bad.status_code == 400 and "deadline_seconds" in bad.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_new_run_page_creates_a_traces_run_and_its_page_says_what_it_waits_for(
+        acme: Project, alice: Any, alice_client: Client, token: str) -> None:
+    version = import_demo(acme)
+    form = alice_client.get("/runs/new/").content.decode()
+    assert 'value="traces"' in form and "Traces your agent sends" in form
+    response = alice_client.post("/runs/new/", {"version": version.pk, "config_source": "default",
+                                                "target_kind": "traces", "traces_deadline_minutes": 5,
+                                                "iterations": 1, "warmups": 0})
+    assert response.status_code == 302
+    run = Run.objects.get()
+    assert run.target_kind == "traces" and run.target["deadline_seconds"] == 300 and run.status == "queued"
+    for message in demo_requests(run_id=run.pk)[:3]:
+        assert post(Client(), message, token).status_code == 200
+    page = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Waiting for traces: 3 of 8 cases have one" in page and "traces sent to /v1/traces" in page
