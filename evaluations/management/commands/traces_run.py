@@ -23,7 +23,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("evalset", metavar="EVALSET", help="the eval set: its id in evalsite, or its eval_set_id")
         parser.add_argument("--project", default=DEFAULT_PROJECT_SLUG, help="project slug (default: %(default)s)")
-        parser.add_argument("--evalset-version", type=int, dest="evalset_version", help="the eval set's version number (default: the latest)")
+        parser.add_argument(
+            "--evalset-version",
+            type=int,
+            dest="evalset_version",
+            help="the eval set's version number (default: the latest)",
+        )
         parser.add_argument(
             "--deadline-minutes",
             type=int,
@@ -53,7 +58,9 @@ class Command(BaseCommand):
             self.stderr.write(f"error: no eval set {wanted!r} in project {project.slug!r}")
             sys.exit(1)
         version = (
-            evalset.versions.filter(number=options["evalset_version"]).first() if options["evalset_version"] else evalset.latest_version
+            evalset.versions.filter(number=options["evalset_version"]).first()
+            if options["evalset_version"]
+            else evalset.latest_version
         )
         if version is None:
             self.stderr.write(f"error: eval set {wanted!r} has no version {options['version']}")
