@@ -412,9 +412,9 @@ def _deepeval(r: _Reader) -> ParsedResults:
                     golden[key] = r.get(row, key)
             case.golden = golden
             # One validation of plain data: building the nested models one by one cost 9 a case.
-            case.output = AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": duration, "turns": [{
-                "final_response": r.get(row, "actual_output"),
-                "tool_calls": _tool_dicts(r.get(row, "tools_called") or r.get(row, "tools_used"))}]})  # older: toolsUsed
+            calls = _tool_dicts(r.get(row, "tools_called") or r.get(row, "tools_used"))  # older: toolsUsed
+            case.output = AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": duration, "turns": [
+                {"final_response": r.get(row, "actual_output"), "tool_calls": calls}]})
         cases.append(case)
     name = r.get(doc, "identifier") or r.get(doc, "test_file") or stem(r.file.name)
     return ParsedResults("deepeval", r.file, str(name), cases)
