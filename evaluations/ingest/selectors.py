@@ -164,6 +164,7 @@ class SpanRow:
     depth: int = 0
     offset_ms: float | None = None
     duration_ms: float | None = None
+    attribute_count: int = 0
 
     @property
     def indent(self) -> str:
@@ -224,6 +225,7 @@ def trace_detail(*, project: Project, pk: int) -> TraceDetail | None:
                 depth,
                 offset,
                 duration,
+                len(attributes or {}),
             )
         )
         stack.extend((child, depth + 1) for child in reversed(children.get(span_id, [])))
