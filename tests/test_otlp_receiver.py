@@ -189,3 +189,16 @@ def test_back_pressure_when_the_process_is_busy(acme: Project, token: str, setti
 def test_get_is_not_allowed(token: str) -> None:
     response = Client().get("/v1/traces", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == 405 and response["Allow"] == "POST"
+
+
+@pytest.mark.django_db
+def test_nul_characters_and_nan_values_are_stored_on_every_database(acme: Project, token: str) -> None:
+    trace_id = os.urandom(16)
+    bad = span(trace_id, os.urandom(8), b"", "agent\x00root", 1, 2,
+               {"input.value": "a\x00b", "score": float("nan"), "session.id": "s\x001"})
+    response = post(Client(), request_of([bad], resource={"service.name": "svc\x00"}), token)
+    assert response.status_code == 200
+    trace = Trace.objects.get()
+    assert trace.name == "agent\ufffdroot" and trace.thread_id == "s\ufffd1" and trace.service_name == "svc\ufffd"
+    stored = Span.objects.get(trace=trace)
+    assert stored.attributes["input.value"] == "a\ufffdb" and stored.attributes["score"] == "nan"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from evaluations import safejson
 from evaluations.models import Project, Span, Trace
+from evaluations.schemas.text import NUL, REPLACEMENT
 
 # The attributes that tie a trace to a case of a run (on its resource or on any of its spans).
 RUN_ID = "evalsite.run_id"
@@ -175,6 +177,8 @@ def value_of(value: AnyValue) -> Any:
         return attributes_of(value.kvlist_value.values)
     if which == "bytes_value":
         return base64.b64encode(value.bytes_value).decode()
+    if which == "double_value" and not math.isfinite(value.double_value):
+        return str(value.double_value)  # NaN and infinities are no JSON
     return getattr(value, which)
 
 
@@ -231,6 +235,16 @@ def _category(attrs: dict[str, Any], kind: int) -> str:
     return _KINDS[kind] if 0 <= kind < len(_KINDS) else "INTERNAL"
 
 
+def _clean(text: str) -> str:
+    """PostgreSQL stores no NUL: replaced, as everywhere (evaluations/schemas/text.py)."""
+    return text.replace(NUL, REPLACEMENT) if NUL in text else text
+
+
+def _json(text: str) -> str:
+    """Attributes as JSON text, with any NUL (escaped by the encoder) replaced."""
+    return text.replace("\\u0000", "\\ufffd") if "\\u0000" in text else text
+
+
 def rows_of(message: ExportTraceServiceRequest) -> Batch:
     """Every span of the request as rows, grouped by trace; raises PayloadError at the first
     span that cannot be stored (its path says where). Duplicates in one request count once."""
@@ -260,12 +274,12 @@ def rows_of(message: ExportTraceServiceRequest) -> Batch:
                 trace = traces.get(trace_hex)
                 if trace is None:
                     trace = traces[trace_hex] = TraceRows(trace_hex, resource=resource)
-                    trace.service_name = str(resource.get("service.name") or "")[:255]
+                    trace.service_name = _clean(str(resource.get("service.name") or ""))[:255]
                 if span_hex in trace.spans:
                     continue
                 start = span.start_time_unix_nano or None
                 end = span.end_time_unix_nano or None
-                name = span.name[:255]
+                name = _clean(span.name[:255])
                 trace.spans[span_hex] = (
                     span_hex,
                     parent,
@@ -274,7 +288,7 @@ def rows_of(message: ExportTraceServiceRequest) -> Batch:
                     start,
                     end,
                     status,
-                    dumps(attrs),
+                    _json(dumps(attrs)),
                 )
                 count += 1
                 if status == "ERROR":
@@ -287,11 +301,12 @@ def rows_of(message: ExportTraceServiceRequest) -> Batch:
                     trace.end_ns = end
                 for source in (attrs, resource):
                     if not trace.thread_id:
-                        trace.thread_id = next((str(source[k])[:200] for k in _THREAD_KEYS if source.get(k)), "")
+                        thread = next((str(source[k])[:200] for k in _THREAD_KEYS if source.get(k)), "")
+                        trace.thread_id = _clean(thread)
                     if trace.run_ref is None and source.get(RUN_ID) not in (None, ""):
                         trace.run_ref = source[RUN_ID]
                     if not trace.eval_id and source.get(EVAL_ID) not in (None, ""):
-                        trace.eval_id = str(source[EVAL_ID])[:255]
+                        trace.eval_id = _clean(str(source[EVAL_ID]))[:255]
                     if trace.iteration is None and source.get(ITERATION) not in (None, ""):
                         trace.iteration = source[ITERATION]
     return Batch(traces, count)
@@ -387,7 +402,7 @@ def _insert_traces(project: Project, batch: Batch, now: Any) -> dict[str, int]:
                 len(t.spans),
                 t.errors,
                 t.root_name is not None,
-                json.dumps(t.resource, default=str),
+                _json(json.dumps(t.resource, default=str)),
             )
         )
     out: dict[str, int] = {}
