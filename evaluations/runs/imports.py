@@ -59,6 +59,7 @@ from evaluations.evalsets.formats.base import (
     Problem,
     SourceFile,
     format_path,
+    gc_paused,
     locate,
     stem,
 )
@@ -254,7 +255,7 @@ def read_results(file: SourceFile) -> ParsedResults:
     """One results file, read whole; raises `EvalSetImportError` on anything wrong with it.
     A file with no NUL (raw or escaped) skips the per-string NUL walk of every output
     (evaluations/schemas/text.py)."""
-    with nul_free([file.data]):
+    with nul_free([file.data]), gc_paused():  # millions of objects alive until the end: no collector walks
         return _read_results(file)
 
 
@@ -612,7 +613,7 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
                    name: str = "") -> Run:
     """Import one results file as a completed run; all or nothing."""
     parsed = read_results(file)
-    with transaction.atomic():
+    with gc_paused(), transaction.atomic():
         version = _resolve_version(project, parsed, evalset, user)
         _match(parsed, version)
         outputs = [c.output if c.output is not None else AgentOutput(eval_id=c.key, iteration=c.iteration)
