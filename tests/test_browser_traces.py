@@ -12,11 +12,11 @@ import pytest
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # playwright's loop runs in this thread
 
-from django.test import Client  # noqa: E402
+from django.test import Client
 
-from evaluations.accounts.tokens import token_create  # noqa: E402
-from evaluations.models import Project  # noqa: E402
-from tests.otlp_helpers import T0, post, request_of, span  # noqa: E402
+from evaluations.accounts.tokens import token_create
+from evaluations.models import Project
+from tests.otlp_helpers import T0, post, request_of, span
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
