@@ -68,3 +68,27 @@ def test_an_instrumented_agent_exports_to_evalsite_and_the_run_completes(
     assert 'data-testid="waterfall"' in html
     tool_calls = [c for t in result.output["turns"] for c in t.get("tool_calls", [])]
     assert tool_calls and all(c.get("latency_seconds") is not None for c in tool_calls)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_deadline_fires_on_the_cluster_and_the_rest_are_missing(
+        acme: Project, alice: Any, cluster: subprocess.Popen[bytes]) -> None:  # noqa: F811
+    from django_q.models import Schedule
+
+    from evaluations.ingest.runs import NO_TRACE, traces_run_create
+    from tests.otlp_helpers import demo_requests, post
+
+    version = import_demo(acme)
+    run = traces_run_create(project=acme, version=version, user=alice, deadline_seconds=1)
+    assert Schedule.objects.filter(name=f"evalsite: traces deadline of run {run.pk}").exists()
+    token = token_create(user=alice, name="agent").secret
+    for message in demo_requests(run_id=run.pk)[:5]:
+        assert post(Client(), message, token).status_code == 200
+    assert Run.objects.get(pk=run.pk).status == "queued"
+    # The cluster's scheduler runs the deadline task (every 30 s or so), then scores the run.
+    _wait_for(lambda: Run.objects.get(pk=run.pk).status == "completed", 150, "the deadline never settled the run")
+    run = Run.objects.get(pk=run.pk)
+    _assert_each_result_once(run)
+    assert (run.cases_done, run.cases_missing) == (5, 3)
+    assert set(CaseResult.objects.filter(run=run, status="missing").values_list("error", flat=True)) == {NO_TRACE}
