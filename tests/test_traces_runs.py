@@ -226,3 +226,18 @@ def test_the_new_run_page_creates_a_traces_run_and_its_page_says_what_it_waits_f
         assert post(Client(), message, token).status_code == 200
     page = alice_client.get(f"/runs/{run.pk}/").content.decode()
     assert "Waiting for traces: 3 of 8 cases have one" in page and "traces sent to /v1/traces" in page
+
+
+@pytest.mark.django_db
+def test_a_waiting_run_cancelled_then_resumed_says_which_cases_had_no_trace(
+        acme: Project, alice: Any, token: str, django_capture_on_commit_callbacks: Any) -> None:
+    run = _run(acme, alice, django_capture_on_commit_callbacks, eval_ids=["order_status", "weather_tokyo"])
+    [message] = demo_requests(run_id=run.pk, eval_ids=["order_status"])
+    assert post(Client(), message, token).status_code == 200
+    assert runs.run_cancel(run=run)
+    assert runs.run_retry_failed(run=Run.objects.get(pk=run.pk)) == 0  # resumes what was left pending
+    run = runs.run_execute_here(run.pk)
+    assert run.status == "completed"
+    assert CaseResult.objects.get(run=run, case__eval_id="order_status").status == "passed"
+    lost = CaseResult.objects.get(run=run, case__eval_id="weather_tokyo")
+    assert lost.status == "error" and lost.error == "no output was stored for this case (no trace arrived for it)"
