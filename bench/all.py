@@ -1,7 +1,7 @@
 """Every benchmark, one table: so a change that slows evalsite down shows.
 
     python bench/all.py                  # full sizes (10k import and engine; growth 1k/10k/100k)
-    python bench/all.py --quick          # small sizes, under 2 minutes (CI runs this)
+    python bench/all.py --quick          # small sizes, about 2 minutes (CI runs this)
     python bench/all.py --update-readme  # full sizes, then write the figures into README.md
 
 Each row: the figure, its target, its ratio to the floor measured in the same run (import
@@ -30,11 +30,14 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import growth  # noqa: E402 - after the path
 import import_bench  # noqa: E402
+import results_import_bench  # noqa: E402
 
 README = REPO / "README.md"
 BEGIN, END = "<!-- bench-figures:begin -->", "<!-- bench-figures:end -->"
-FULL = {"import": 10_000, "import_runs": 3, "engine": 10_000, "growth": [1_000, 10_000, 100_000], "repeat": 5}
-QUICK = {"import": 1_000, "import_runs": 1, "engine": 1_000, "growth": [200, 2_000], "repeat": 3}
+FULL = {"import": 10_000, "import_runs": 3, "engine": 10_000, "growth": [1_000, 10_000, 100_000], "repeat": 5,
+        "results_import": 10_000, "otlp_requests": 60}
+QUICK = {"import": 1_000, "import_runs": 1, "engine": 1_000, "growth": [200, 2_000], "repeat": 3,
+         "results_import": 1_000, "otlp_requests": 12}
 
 
 @dataclass
@@ -52,6 +55,8 @@ class Figure:
             return f"{self.value:.2f}x"
         if self.unit == "MB":
             return f"{self.value:.0f} MB"
+        if self.unit == "/s":
+            return f"{self.value:.0f}/s"
         return f"{self.value:.2f} s"
 
     def number(self) -> float:  # as written in the table
@@ -73,6 +78,16 @@ def run_engine(cases: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def run_otlp(requests: int) -> dict:
+    """In a child process: the benchmark sets Django up in its own process for its floor."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "otlp_bench.py"), "--requests", str(requests),
+                           "--json"], env=env, cwd=REPO, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"otlp_bench failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def collect(sizes: dict) -> list[Figure]:
     figures: list[Figure] = []
     n = sizes["import"]
@@ -86,6 +101,19 @@ def collect(sizes: dict) -> list[Figure]:
     eng = run_engine(n)
     figures.append(Figure(f"engine {_size(n)} x 6 evaluators, 2 workers", eng["seconds"], "s",
                           "<= 4 s, <= 2x floor", eng["ratio"]))
+
+    n = sizes["results_import"]
+    print(f"results import benchmark ({n}-case DeepEval test run)...", flush=True)
+    res = results_import_bench.measure(n, sizes["import_runs"], echo=False)
+    figures.append(Figure(f"results import {_size(n)} DeepEval cases", res["seconds"], "s", "<= 5 s", res["ratio"]))
+
+    n = sizes["otlp_requests"]
+    print(f"OTLP ingest benchmark ({n} exports of 512 spans over HTTP, 4 clients)...", flush=True)
+    otlp = run_otlp(n)
+    # The ratio: the receiver's in-process work floor (decode + rows + inserts) over HTTP's rate.
+    figures.append(Figure("OTLP ingest, spans/s (SQLite)", otlp["spans_per_second"], "/s", ">= 2,000/s",
+                          otlp["ratio"]))
+    figures.append(Figure("OTLP ingest, p99 of a 512-span export", otlp["p99_ms"] / 1000, "ms", ""))
 
     print(f"growth benchmark ({', '.join(_size(s) for s in sizes['growth'])} cases)...", flush=True)
     grown = growth.measure(sizes["growth"], sizes["repeat"], echo=False)

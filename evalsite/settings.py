@@ -205,6 +205,16 @@ EVALSITE_LEASE_SECONDS = env_int("EVALSITE_LEASE_SECONDS", 180)
 # The several-runs page computes a missing comparison with its reference while the request
 # waits for runs up to this many cases; larger ones are computed on the task queue.
 EVALSITE_NWAY_INLINE_CASES = env_int("EVALSITE_NWAY_INLINE_CASES", 2000)
+
+# The OTLP/HTTP trace receiver, POST /v1/traces (evaluations/ingest, README "Traces"): the
+# largest body as sent and inflated, spans per minute per API token (0: no limit; per process
+# without Redis, shared through Redis with it), requests in progress per web process before
+# 429, and how long a run of received traces waits for them by default.
+EVALSITE_OTLP_MAX_BODY_BYTES = env_int("EVALSITE_OTLP_MAX_BODY_BYTES", 8 * 1024 * 1024)
+EVALSITE_OTLP_MAX_DECOMPRESSED_BYTES = env_int("EVALSITE_OTLP_MAX_DECOMPRESSED_BYTES", 32 * 1024 * 1024)
+EVALSITE_OTLP_SPANS_PER_MINUTE = env_int("EVALSITE_OTLP_SPANS_PER_MINUTE", 600_000)
+EVALSITE_OTLP_MAX_INFLIGHT = env_int("EVALSITE_OTLP_MAX_INFLIGHT", 4)
+EVALSITE_TRACES_DEADLINE_SECONDS = env_int("EVALSITE_TRACES_DEADLINE_SECONDS", 3600)
 # Custom evaluators: dotted paths of Evaluator classes (see evaluations/evaluators/base.py).
 EVALSITE_EVALUATORS = env_list("EVALSITE_EVALUATORS", [])
 

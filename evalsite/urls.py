@@ -4,10 +4,13 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from evaluations.api.errors import api_not_found
+from evaluations.api.otlp import otlp_traces
 from evaluations.web.views.health import healthz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    # The OTLP/HTTP trace receiver: where an OpenTelemetry exporter pointed at evalsite sends.
+    path("v1/traces", otlp_traces, name="otlp_traces"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),

@@ -311,6 +311,7 @@ class Run(models.Model):
         UPLOADED = "uploaded"
         HTTP = "http"
         PYTHON = "python"
+        TRACES = "traces"  # the agent runs elsewhere and sends its traces (evaluations/ingest)
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
     evalset_version = models.ForeignKey(EvalSetVersion, on_delete=models.PROTECT, related_name="runs")
@@ -450,19 +451,37 @@ class ToolUsage(models.Model):
 
 
 class Trace(models.Model):
-    """An agent trace ingested with an output (OTLP JSON), grouped by thread as Confident AI
-    models them: trace -> spans; a thread is usually one conversation."""
+    """An agent trace, grouped by thread as Confident AI models them: trace -> spans; a thread
+    is usually one conversation. Either embedded in an uploaded output (`received` False: it
+    belongs to that run's result), or received on `POST /v1/traces` (`received` True: one row
+    per project and trace id, in the project's trace list; tied to a run's case when it named
+    one, see evaluations/ingest/otlp.py)."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="traces")
-    result = models.ForeignKey(CaseResult, on_delete=models.CASCADE, related_name="traces")
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="traces")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="traces")
+    result = models.ForeignKey(CaseResult, null=True, blank=True, on_delete=models.CASCADE, related_name="traces")
     trace_id = models.CharField(max_length=64)
     thread_id = models.CharField(max_length=200, blank=True)
     name = models.CharField(max_length=255, blank=True)
     start_ns = models.BigIntegerField(null=True, blank=True)
     end_ns = models.BigIntegerField(null=True, blank=True)
+    # Received traces only.
+    received = models.BooleanField(default=False)
+    received_at = models.DateTimeField(null=True, blank=True)
+    service_name = models.CharField(max_length=255, blank=True)
+    eval_id = models.CharField(max_length=255, blank=True)  # the evalsite.eval_id it named
+    span_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+    complete = models.BooleanField(default=False)  # its root span (no parent) has arrived
+    resource = models.JSONField(default=dict, blank=True)  # the first resource's attributes
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["result", "trace_id"], name="trace_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["result", "trace_id"], name="trace_unique"),
+            models.UniqueConstraint(fields=["project", "trace_id"], condition=models.Q(received=True),
+                                    name="trace_received_unique"),
+        ]
+        indexes = [models.Index(fields=["project", "received", "start_ns"], name="trace_project_start")]
 
     def __str__(self) -> str:
         return self.trace_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
+from evaluations.ingest import runs as traces_runs
 from evaluations.runs import services as runs
 
 
@@ -16,7 +17,14 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> dict[str, int | str]:
 
 
 def resume_stalled_runs() -> list[int]:
-    return runs.resume_stalled_runs()
+    """Every minute: runs whose work stopped, and runs of received traces past a deadline
+    whose schedule was lost."""
+    return runs.resume_stalled_runs() + traces_runs.traces_runs_overdue()
+
+
+def traces_run_deadline(run_id: int) -> int:
+    """Scheduled at a traces run's deadline: its cases without a trace become missing."""
+    return traces_runs.traces_run_deadline(run_id)
 
 
 def nway_comparisons(reference_id: int, run_ids: list[int]) -> int:

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from evaluations.models import HumanGrade, Membership, Project, Run, Triage
+from evaluations.models import HumanGrade, Membership, Project, Run, Trace, Triage
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.engine_helpers import import_demo, perfect_outputs
@@ -29,6 +29,7 @@ PUBLIC = "public"
 READ = "read"  # any member of the project
 WRITE = "write"  # member or admin: a viewer gets 403
 ADMIN = "admin"  # admin only: a member gets 403
+TOKEN = "token"  # the OTLP receiver: an API token of a member or admin (a session is no token)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,11 @@ ROUTES = [
     Route("run_cancel", WRITE, "post"),
     Route("run_retry", WRITE, "post"),
     Route("run_pin_baseline", ADMIN, "post"),
+    Route("trace_list", READ, scoped=False),
+    Route("trace_detail", READ),
+    Route("api_traces", READ, api=True, scoped=False),
+    Route("api_trace", READ, api=True),
+    Route("otlp_traces", TOKEN, "post", scoped=False),
     Route("results_import", WRITE, scoped=False),
     Route("run_rescore", WRITE, "post"),
     Route("api_evalsets", READ, api=True, scoped=False),
@@ -217,7 +223,8 @@ def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, 
                                    baseline=base, candidate=run)
     grade = HumanGrade.objects.create(project=acme, run=run, result=result, criterion="trajectory_match",
                                       grader=dave, passed=True)
-    return {"base": base, "triage": triage, "grade": grade,
+    trace = Trace.objects.create(project=acme, trace_id="ab" * 16, received=True, name="agent", span_count=0)
+    return {"base": base, "triage": triage, "grade": grade, "trace": trace,
         "acme": acme, "version": version, "evalset": version.evalset, "case": version.cases.first(),
         "run": run, "result": result, "token": token,
         "alice": alice, "bob": bob, "carol": carol, "dave": dave,
@@ -255,6 +262,7 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "api_project": {"slug": "acme"}, "api_project_members": {"slug": "acme"},
         "api_project_activity": {"slug": "acme"}, "api_token_revoke": {"pk": w["token"].pk},
         "api_project_member": {"slug": "acme", "pk": Membership.objects.get(user=w["alice"]).pk},
+        "trace_detail": {"pk": w["trace"].pk}, "api_trace": {"pk": w["trace"].pk},
     }
     if route.name in pattern_kwargs:
         kwargs = pattern_kwargs[route.name]
@@ -289,7 +297,7 @@ def test_anonymous_visitors_get_the_login_page_or_a_401_except_on_public_pages(r
         assert response.status_code in {200, 302}
         if response.status_code == 302:  # a reset link redirects to its own form; logout to log in
             assert route.name in {"password_reset_confirm", "logout"}
-    elif route.api or route.name == "demo_agent":
+    elif route.api or route.name in {"demo_agent", "otlp_traces"}:
         assert response.status_code == 401
         assert response["WWW-Authenticate"].startswith("Token")
         if route.api:
@@ -297,6 +305,18 @@ def test_anonymous_visitors_get_the_login_page_or_a_401_except_on_public_pages(r
     else:
         assert response.status_code == 302
         assert response["Location"].startswith(reverse("login") + "?next=")
+
+
+def test_the_otlp_receiver_takes_a_members_token_only(world: dict[str, Any]) -> None:
+    from evaluations.accounts.tokens import token_create
+
+    route = BY_NAME["otlp_traces"]
+    for user, status in (("carol", 403), ("bob", 200), ("alice", 200), ("dave", 200)):  # (no CSRF: a token)
+        secret = token_create(user=world[user], name="otel").secret
+        response = Client().generic("POST", url_of(route, world), b"", content_type="application/x-protobuf",
+                                    HTTP_AUTHORIZATION=f"Bearer {secret}")
+        assert response.status_code == status, user  # bob: an empty export to his own project
+    assert call(client_for(world["alice"]), route, world).status_code == 401  # a session is not a token
 
 
 def test_the_admin_site_sends_anonymous_visitors_to_its_login(world: dict[str, Any]) -> None:
@@ -378,7 +398,7 @@ def test_an_admin_does_the_admin_actions(world: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.method == "post" and not r.api
-                                   and r.name != "demo_agent"], ids=lambda r: r.name)
+                                   and r.name not in {"demo_agent", "otlp_traces"}], ids=lambda r: r.name)
 def test_every_form_needs_the_csrf_token(route: Route, world: dict[str, Any]) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(world["dave"])

@@ -54,6 +54,7 @@ from evaluations.api.serializers import (
 from evaluations.audit import record_run
 from evaluations.evalsets.formats import EvalSetImportError, SourceFile, check_size
 from evaluations.evalsets.formats.adk import eval_config_from_doc
+from evaluations.ingest.runs import traces_run_create
 from evaluations.models import (
     AuditEvent,
     CaseResult,
@@ -149,7 +150,10 @@ def _config_problems(exc: PydanticValidationError) -> dict[str, list[str]]:
         summary="Start a run",
         description="With uploaded outputs (`outputs` in a JSON body, or a multipart file `outputs_file`) or a "
                     "live target (`target_kind` http/python + `target`). The run is queued; follow it with "
-                    "GET /api/v1/runs/<id>/.",
+                    "GET /api/v1/runs/<id>/. With `target_kind` traces (`target`: `{\"deadline_seconds\": N}`, "
+                    "optional) the run waits for its cases' traces on POST /v1/traces (attributes "
+                    "`evalsite.run_id` and `evalsite.eval_id`) and is scored when every case has one or the "
+                    "deadline passes.",
         request={"application/json": RunCreateSerializer, "multipart/form-data": RunCreateSerializer},
         responses=responses(RunSerializer, *WRITE_ERRORS, status=201),
     ),
@@ -208,11 +212,33 @@ class RunListCreate(ListCreateAPIView):
         preset = None
         if "preset" in v:
             preset = get_object_or_404(EvaluationConfig, pk=v["preset"], project=evalset.project)
+        if v["target_kind"] == Run.TargetKind.TRACES:
+            return self._create_traces_run(request, v, evalset, version, config, preset)
         try:
             run = runs.run_create(
                 project=evalset.project, version=version, target_kind=v["target_kind"], target=v["target"],
                 outputs=outputs, config=config, preset=preset, iterations=v["iterations"], warmups=v["warmups"],
                 eval_ids=v.get("eval_ids"), input_overrides=v["input_overrides"], name=v["name"],
+                labels={"model": v["model"], "git_commit": v["git_commit"], "branch": v["branch"],
+                        "tags": v["tags"]},
+                user=request.user,
+            )
+        except runs.RunError as exc:
+            raise ValidationError({"run": [str(exc)]}) from None
+        record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+    def _create_traces_run(self, request: Request, v: dict[str, Any], evalset: EvalSet, version: Any,
+                           config: Any, preset: Any) -> Response:
+        """A run waiting for its cases' traces on /v1/traces (evaluations/ingest/runs.py)."""
+        seconds = v["target"].get("deadline_seconds")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
+            raise ValidationError({"target": ["deadline_seconds must be a whole number of seconds"]})
+        try:
+            run = traces_run_create(
+                project=evalset.project, version=version, deadline_seconds=seconds, config=config, preset=preset,
+                iterations=v["iterations"], eval_ids=v.get("eval_ids"), name=v["name"],
                 labels={"model": v["model"], "git_commit": v["git_commit"], "branch": v["branch"],
                         "tags": v["tags"]},
                 user=request.user,

@@ -1,7 +1,7 @@
 from django.urls import path, register_converter
 
 from evaluations.api import common as _schema_extensions  # noqa: F401 - registers the token auth scheme
-from evaluations.api import compare, curation, grades, imports, metrics, nway, projects, runs, triage, views
+from evaluations.api import compare, curation, grades, imports, metrics, nway, projects, runs, traces, triage, views
 from evaluations.converters import IdConverter
 
 # `<id:pk>`: an integer of at most 18 digits (a longer one is a 404, not a database overflow).
@@ -40,6 +40,8 @@ urlpatterns = [
     path("runs/<id:pk>/results/<id:result_pk>/", runs.RunResultDetail.as_view(), name="api_run_result"),
     path("runs/<id:pk>/pin/", runs.RunPin.as_view(), name="api_run_pin"),
     path("configs/", runs.EvaluationConfigList.as_view(), name="api_configs"),
+    path("traces/", traces.TraceList.as_view(), name="api_traces"),
+    path("traces/<id:pk>/", traces.TraceDetail.as_view(), name="api_trace"),
     path("triage/", triage.TriageList.as_view(), name="api_triage"),
     path("triage/<id:pk>/", triage.TriageDetail.as_view(), name="api_triage_detail"),
     path("triage/<id:pk>/comments/", triage.TriageComments.as_view(), name="api_triage_comments"),

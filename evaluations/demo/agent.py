@@ -407,8 +407,11 @@ def _words(text: str) -> int:
 # --- The turn ---------------------------------------------------------------------------------
 
 
-def respond(request: dict[str, Any]) -> dict[str, Any]:
-    """Answer one turn: a `TurnRequest` dict in, a `TurnReply` dict out."""
+def respond(request: dict[str, Any],
+            call_tool: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Answer one turn: a `TurnRequest` dict in, a `TurnReply` dict out. `call_tool(name, args)`
+    runs each tool (default: straight from TOOLS); an instrumented caller wraps it in a span
+    (docs/recipes/otel_agent.py)."""
     turn = TurnRequest.model_validate(request)
     faults = parse_faults(turn.metadata.get("faults"))
     if not fault_applies(turn.eval_id, faults.rate):
@@ -417,7 +420,8 @@ def respond(request: dict[str, Any]) -> dict[str, Any]:
     message = _text(turn.user_content)
     plan = _plan(message, history)
     calls = _apply_faults(plan.calls, faults)
-    results = [(name, TOOLS[name](args)) for name, args in calls]
+    run_tool = call_tool or (lambda name, args: TOOLS[name](args))
+    results = [(name, run_tool(name, args)) for name, args in calls]
     answer = _answer(plan, results, history)
     if faults.slow_answer_seconds:
         time.sleep(faults.slow_answer_seconds)

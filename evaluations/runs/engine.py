@@ -75,6 +75,10 @@ CHUNK_SECONDS = 1.0
 UPLOADED_CHUNK_FLOOR = 10  # uploaded outputs: the smallest chunk a slow judge shrinks them to
 
 
+# Targets whose outputs are on the results before the run executes: nothing to call.
+STORED_OUTPUTS = frozenset({Run.TargetKind.UPLOADED, Run.TargetKind.TRACES})
+
+
 def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
     """Execute the pending results of a run with pk in [first_pk, last_pk].
 
@@ -86,7 +90,8 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
         return 0
     config = EvalConfig.model_validate(run.config)
     evaluators = _build_evaluators(config)
-    target = _build_target(run) if run.target_kind != Run.TargetKind.UPLOADED else None
+    # uploaded outputs, and outputs made from received traces, are stored on the results already
+    target = _build_target(run) if run.target_kind not in STORED_OUTPUTS else None
     pending = list(
         CaseResult.objects.filter(run_id=run_id, pk__gte=first_pk, pk__lte=last_pk, status=CaseResult.Status.PENDING)
         .order_by("pk").values_list("pk", flat=True)
@@ -350,7 +355,8 @@ def _store_traces(run: Run, prepared: list[Any]) -> None:
     pending = [(pk, trace, spans) for pk, *_, traces in prepared for trace, spans in traces]
     if not pending:
         return
-    traces = Trace.objects.bulk_create([Trace(run=run, result_id=pk, **trace) for pk, trace, _ in pending])
+    traces = Trace.objects.bulk_create([Trace(project_id=run.project_id, run=run, result_id=pk, **trace)
+                                        for pk, trace, _ in pending])
     Span.objects.bulk_create([Span(trace=trace, **span) for trace, (_, _, spans) in zip(traces, pending, strict=True)
                               for span in spans], batch_size=1000)
 

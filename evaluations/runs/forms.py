@@ -42,6 +42,7 @@ TARGET_KINDS = [
     ("uploaded", "Upload outputs"),
     ("http", "HTTP endpoint"),
     ("python", "Python callable"),
+    ("traces", "Traces your agent sends"),
 ]
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 
@@ -93,6 +94,9 @@ class NewRunForm(forms.Form):
     http_timeout = forms.FloatField(required=False, min_value=0.1, max_value=3600, label="Timeout (s)")
     python_callable = forms.CharField(required=False, label="Callable", max_length=300,
                                       help_text="package.module:function, importable by the queue workers")
+    traces_deadline_minutes = forms.IntegerField(
+        required=False, min_value=0, max_value=30 * 24 * 60, label="Deadline (minutes)",
+        help_text="Cases without a trace by then are missing, and the run is scored. Default: 60.")
     demo_faults = forms.MultipleChoiceField(choices=DEMO_FAULTS, required=False, widget=forms.CheckboxSelectMultiple,
                                             label="Faults")
     demo_rate = forms.FloatField(required=False, min_value=0, max_value=1, label="Share of cases affected")
@@ -155,6 +159,9 @@ class NewRunForm(forms.Form):
         elif kind == "python":
             target = self._spec(PythonTargetSpec, "python_callable",
                                 {"callable": (data.get("python_callable") or "").strip()})
+        elif kind == "traces":  # evaluations/ingest/runs.py makes the run
+            minutes = data.get("traces_deadline_minutes")
+            target = {"deadline_seconds": minutes * 60} if minutes is not None else {}
         elif kind == "demo":
             target = {"callable": DEMO_CALLABLE}
             faults: dict[str, Any] = dict.fromkeys(data.get("demo_faults") or [], True)

@@ -42,6 +42,7 @@ Bad input raises `EvalSetImportError` with file, case, field path and line; noth
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -58,6 +59,7 @@ from evaluations.evalsets.formats.base import (
     Problem,
     SourceFile,
     format_path,
+    gc_paused,
     locate,
     stem,
 )
@@ -68,6 +70,7 @@ from evaluations.runs import services
 from evaluations.runs.engine import dumps, executemany
 from evaluations.runs.targets.uploaded import read_outputs
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
+from evaluations.schemas.text import nul_free
 
 TOOLS = ("adk", "deepeval", "agentflow", "uipath")
 ORIGIN_PREFIX = "imported:"
@@ -141,14 +144,12 @@ class _Reader:
     def get(self, obj: dict[str, Any], snake: str) -> Any:
         if snake in obj:
             return obj[snake]
-        head, *rest = snake.split("_")
-        return obj.get(head + "".join(p.title() for p in rest))
+        return obj.get(_camel(snake))
 
     def key_of(self, obj: dict[str, Any], snake: str) -> str:
         if snake in obj:
             return snake
-        head, *rest = snake.split("_")
-        return head + "".join(p.title() for p in rest)
+        return _camel(snake)
 
     def items(self, obj: dict[str, Any], snake: str, path: Path, case: str | None = None,
               required: bool = True) -> list[tuple[Path, dict[str, Any]]]:
@@ -243,8 +244,22 @@ def sniff(doc: Any) -> str | None:
     return None
 
 
+@functools.cache
+def _camel(snake: str) -> str:
+    """`final_eval_status` -> `finalEvalStatus` (asked ~50 times a case: kept)."""
+    head, *rest = snake.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
 def read_results(file: SourceFile) -> ParsedResults:
-    """One results file, read whole; raises `EvalSetImportError` on anything wrong with it."""
+    """One results file, read whole; raises `EvalSetImportError` on anything wrong with it.
+    A file with no NUL (raw or escaped) skips the per-string NUL walk of every output
+    (evaluations/schemas/text.py)."""
+    with nul_free([file.data]), gc_paused():  # millions of objects alive until the end: no collector walks
+        return _read_results(file)
+
+
+def _read_results(file: SourceFile) -> ParsedResults:
     if not file.data.strip():
         raise EvalSetImportError("empty", [Problem("the file is empty", file=file.name)])
     text: str | None = None
@@ -397,21 +412,26 @@ def _deepeval(r: _Reader) -> ParsedResults:
                 if r.get(row, key) is not None:
                     golden[key] = r.get(row, key)
             case.golden = golden
-            case.output = AgentOutput(eval_id=eval_id, latency_seconds=duration, turns=[TurnOutput(
-                final_response=r.get(row, "actual_output"),
-                tool_calls=_tools(r.get(row, "tools_called") or r.get(row, "tools_used")))])  # older: toolsUsed
+            # One validation of plain data: building the nested models one by one cost 9 a case.
+            calls = _tool_dicts(r.get(row, "tools_called") or r.get(row, "tools_used"))  # older: toolsUsed
+            case.output = AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": duration, "turns": [
+                {"final_response": r.get(row, "actual_output"), "tool_calls": calls}]})
         cases.append(case)
     name = r.get(doc, "identifier") or r.get(doc, "test_file") or stem(r.file.name)
     return ParsedResults("deepeval", r.file, str(name), cases)
 
 
 def _tools(value: Any) -> list[OutputToolCall]:
+    return [OutputToolCall.model_validate(call) for call in _tool_dicts(value)]
+
+
+def _tool_dicts(value: Any) -> list[dict[str, Any]]:
     calls = []
     for tool in value if isinstance(value, list) else []:
         if isinstance(tool, dict) and isinstance(tool.get("name"), str):
             args = tool.get("inputParameters", tool.get("input_parameters")) or {}
-            calls.append(OutputToolCall(name=tool["name"], args=args if isinstance(args, dict) else {"value": args},
-                                        result=tool.get("output")))
+            calls.append({"name": tool["name"], "args": args if isinstance(args, dict) else {"value": args},
+                          "result": tool.get("output")})
     return calls
 
 
@@ -593,7 +613,7 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
                    name: str = "") -> Run:
     """Import one results file as a completed run; all or nothing."""
     parsed = read_results(file)
-    with transaction.atomic():
+    with gc_paused(), transaction.atomic():
         version = _resolve_version(project, parsed, evalset, user)
         _match(parsed, version)
         outputs = [c.output if c.output is not None else AgentOutput(eval_id=c.key, iteration=c.iteration)

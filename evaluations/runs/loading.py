@@ -36,7 +36,10 @@ class PendingResult:
 
     def stored_output(self) -> AgentOutput:
         """The uploaded output stored for this result (validated when it was uploaded)."""
-        text = self.output_text or "null"
+        if self.output_text is None:  # a traces run cancelled, then resumed, before its trace came
+            return AgentOutput(eval_id=self.eval_id, iteration=self.iteration,
+                               error="no output was stored for this case (no trace arrived for it)")
+        text = self.output_text
         try:
             with nul_free([text]):
                 return AgentOutput.model_validate_json(text)

@@ -138,6 +138,8 @@ def target_label(kind: str, target: dict[str, Any]) -> str:
     """What the run talked to, for people. Header values (tokens) are never shown."""
     if kind == Run.TargetKind.UPLOADED:
         return "uploaded outputs"
+    if kind == Run.TargetKind.TRACES:
+        return "traces sent to /v1/traces"
     if kind == Run.TargetKind.HTTP:
         names = ", ".join(sorted(str(k) for k in (target.get("headers") or {})))
         return f"HTTP {target.get('url', '')}" + (f" (headers: {names})" if names else "")

@@ -44,7 +44,7 @@ from evaluations.models import (
     Trace,
 )
 from evaluations.ordering import config_in_order
-from evaluations.runs.engine import executemany
+from evaluations.runs.engine import STORED_OUTPUTS, executemany
 from evaluations.runs.engine import native_case as native_case  # re-exported: the runs API
 from evaluations.runs.engine import run_batch as run_batch
 from evaluations.runs.engine import run_finish as run_finish
@@ -363,12 +363,14 @@ def run_retry_failed(*, run: Run, user: Any = None) -> int:
         failed = locked_rows.count(CaseResult.Status.FAILED)
         errored = locked_rows.count(CaseResult.Status.ERROR)
         reset: dict[str, Any] = {"status": CaseResult.Status.PENDING, "error": ""}
-        if run.target_kind != Run.TargetKind.UPLOADED:
+        if run.target_kind not in STORED_OUTPUTS:
             reset["output"] = None  # ask the agent again
         # The earlier attempt's scores, tool usage and traces go with the reset, so a pending
         # result never has any (`_write` counts on it) and no page shows them as current.
-        for model in (Score, ToolUsage, Trace):
+        # (A trace received on /v1/traces is the output itself: it stays.)
+        for model in (Score, ToolUsage):
             model.objects.filter(result__in=retry).delete()
+        Trace.objects.filter(result__in=retry, received=False).delete()
         n = retry.update(**reset)
         CaseResult.objects.filter(run=run, status=CaseResult.Status.PENDING).exclude(error="").update(error="")
         Run.objects.filter(pk=run.pk).update(
@@ -386,9 +388,11 @@ def resume_stalled_runs() -> list[int]:
     run by `up --team`'s watchdog); also safe to call by hand."""
     lease = settings.EVALSITE_LEASE_SECONDS  # no progress for this long, with work pending
     stale = timezone.now() - timedelta(seconds=lease)
+    # A queued run of received traces is waiting for them, not stalled: it is queued when
+    # the last case's trace arrives or its deadline passes (evaluations/ingest/runs.py).
     candidates = list(Run.objects.filter(
         Q(status=Run.Status.RUNNING) & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
-        | Q(status=Run.Status.QUEUED, created_at__lt=stale)
+        | Q(status=Run.Status.QUEUED, created_at__lt=stale) & ~Q(target_kind=Run.TargetKind.TRACES)
     ).values_list("pk", flat=True))
     if not candidates:
         return []

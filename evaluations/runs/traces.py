@@ -684,6 +684,16 @@ def apply_trace(output: AgentOutput) -> AgentOutput:
     except TraceError as exc:
         result.metadata["trace_error"] = str(exc)
         return result
+    return _apply_roots(result, roots)
+
+
+def apply_spans(output: AgentOutput, spans: Sequence[Span]) -> AgentOutput:
+    """`apply_trace` for spans already read (a trace received on /v1/traces): the same
+    rules, the output's `trace` left as it is."""
+    return _apply_roots(output.model_copy(deep=True), span_forest(spans))
+
+
+def _apply_roots(result: AgentOutput, roots: list[SpanNode]) -> AgentOutput:
     if not roots:
         return result
     whole = derive(roots)

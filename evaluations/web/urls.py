@@ -15,6 +15,7 @@ from evaluations.web.views import (
     trend,
 )
 from evaluations.web.views import runs as run_views
+from evaluations.web.views import traces as trace_views
 from evaluations.web.views import triage as triage_views
 
 urlpatterns = [
@@ -68,4 +69,6 @@ urlpatterns = [
     path("runs/<int:pk>/cancel/", run_views.run_cancel, name="run_cancel"),
     path("runs/<int:pk>/retry/", run_views.run_retry, name="run_retry"),
     path("runs/<int:pk>/pin/", projects.run_pin_baseline, name="run_pin_baseline"),
+    path("traces/", trace_views.trace_list, name="trace_list"),
+    path("traces/<int:pk>/", trace_views.trace_detail, name="trace_detail"),
 ]

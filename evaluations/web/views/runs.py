@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from evaluations.audit import object_history, record_run
 from evaluations.evaluators.parity import parity_notes
+from evaluations.ingest.runs import traces_run_create, traces_waiting
 from evaluations.models import AuditEvent, Membership, Run
 from evaluations.ordering import config_in_order
 from evaluations.review import selectors as review_selectors
@@ -149,7 +150,14 @@ def run_new(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render_new(request, form, choices, status=400)
     try:
-        run = runs.run_create(project=project, user=request.user, **form.cleaned_data["run"])
+        spec = form.cleaned_data["run"]
+        if spec["target_kind"] == Run.TargetKind.TRACES:  # waits for the agent's traces on /v1/traces
+            run = traces_run_create(project=project, user=request.user, version=spec["version"],
+                                    deadline_seconds=spec["target"].get("deadline_seconds"), config=spec["config"],
+                                    preset=spec["preset"], iterations=spec["iterations"], name=spec["name"],
+                                    labels=spec["labels"])
+        else:
+            run = runs.run_create(project=project, user=request.user, **spec)
     except runs.RunError as exc:  # run_create is atomic: nothing was written
         form.add_error(None, str(exc))
         return _render_new(request, form, choices, status=400)
@@ -237,7 +245,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                            "pinned": run.evalset_version.evalset.baseline_run_id == run.pk,
                            "can_admin": role == Membership.Role.ADMIN, "history": object_history(run),
                            "parity_notes": parity_notes(config_in_order(run.config, run.criteria_order)),
-                           "vs": baseline_link(run), "live": live_status(run) if page.run.is_active else None})
+                           "vs": baseline_link(run), "live": live_status(run) if page.run.is_active else None,
+                           "traces_waiting": traces_waiting(run)})
     patch_vary_headers(response, ["HX-Request"])
     return response
 

@@ -1,0 +1,47 @@
+"""The project's trace list (traces received on /v1/traces: search, filters, pages) and one
+trace's span waterfall and spans (`evaluations/ingest/selectors.py`)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from evaluations.ingest import selectors
+from evaluations.web.charts import to_html
+from evaluations.web.charts.trace import WaterfallSpan, waterfall
+from evaluations.web.views.common import current_project
+
+
+@login_required
+@require_GET
+def trace_list(request: HttpRequest) -> HttpResponse:
+    project = current_project(request)
+    page = None
+    if project is not None:
+        filters = selectors.trace_filters(request.GET)
+        page = selectors.trace_list(project=project, filters=filters, page_number=request.GET.get("page", 1))
+    fragment = bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
+    template = "evaluations/traces/_table.html" if fragment else "evaluations/traces/list.html"
+    return render(
+        request, template, {"project": project, "page": page, "statuses": selectors.STATUSES, "links": selectors.LINKS}
+    )
+
+
+@login_required
+@require_GET
+def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    project = current_project(request)
+    detail = selectors.trace_detail(project=project, pk=pk) if project is not None else None
+    if detail is None:
+        raise Http404("no such trace in this project")
+    spans = [
+        WaterfallSpan(s.span_id, s.parent_span_id, s.name, s.kind, s.start_ns, s.end_ns, s.status) for s in detail.spans
+    ]
+    chart = to_html(waterfall(spans)) if spans else ""
+    return render(
+        request,
+        "evaluations/traces/detail.html",
+        {"project": project, "detail": detail, "chart_html": chart, "max_spans": selectors.MAX_SPANS},
+    )
