@@ -27,6 +27,7 @@ from evaluations.evalsets.services import evalset_import
 from evaluations.models import CaseResult, EvaluationConfig, Membership, Project, Run, Score
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
+from evaluations.web.templatetags.evalsite import plotly_bundle
 from tests.conftest import DATA
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 
@@ -209,7 +210,7 @@ def test_a_traced_run_shows_the_per_node_table(acme: Project, alice_client: Clie
 def test_the_run_page_renders_three_charts_with_plotly_served_locally(regressed: Run, alice_client: Client) -> None:
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
     assert page.count('class="plotly-graph-div"') == 3
-    assert '<script src="/static/vendor/plotly-cartesian-4.1.1.min.js">' in page
+    assert f'<script src="/static/{plotly_bundle()}">' in page
     assert "cdn.plot.ly" not in page
     assert "Score distribution per criterion" in page and "Latency per result" in page and "Pass rate by tag" in page
 
