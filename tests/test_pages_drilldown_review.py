@@ -82,3 +82,22 @@ def test_the_run_pages_cases_table_flags_cases_whose_repeats_disagree(acme: Proj
                for row in rows if 'data-testid="flaky"' in row}
     assert flagged == {"weather_tokyo", "order_status"}
     assert sum('data-testid="flaky"' in row for row in rows) == 4  # both repeats of each flaky case
+
+
+def test_counts_of_a_run_with_repeats_say_cases_not_results(acme: Project, alice_client: Client) -> None:
+    """8 cases × 2 repeats are 16 results: "Cases" and "n=" count the 8 cases everywhere."""
+    version = import_demo(acme)
+    first = copy.deepcopy(perfect_outputs())
+    second = [dict(o, iteration=1) for o in copy.deepcopy(perfect_outputs())]
+    run = make_run(acme, version, first + second, iterations=2)
+    page = alice_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    cards = page.split('aria-label="Summary"', 1)[1].split("</section>", 1)[0]
+    assert "16 of 16 judged results" in cards and "(8 cases × 2 repeats)" in cards
+    assert "n=16" not in cards and "(8 cases × 2)" in cards
+    assert "(8 cases × 2 repeats)" in page.split('class="table-summary"', 1)[1].split("</p>", 1)[0]
+    listing = alice_client.get(reverse("run_list")).content.decode()
+    row = listing.split(f'href="/runs/{run.pk}/"', 1)[1].split("</tr>", 1)[0]
+    assert '<td class="num">8 <span class="muted" title="2 repeats of each case">× 2</span></td>' in row
+    assert ">8 cases × 2</span>" in row and "n=16" not in row
+    home = alice_client.get(reverse("home")).content.decode()
+    assert ">8 cases × 2</span>" in home and "n=16" not in home

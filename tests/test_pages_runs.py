@@ -174,7 +174,7 @@ def test_the_summary_cards_come_from_the_run_summary(regressed: Run, alice_clien
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
     cards = page.split('aria-label="Summary"', 1)[1].split("</section>", 1)[0]
     assert '<div class="card-value">75%</div>' in cards
-    assert "6 of 8 judged results" in cards
+    assert "6 of 8 judged cases" in cards
     trajectory = cards.split('title="trajectory_match"', 1)[1].split("</div>\n  </div>", 1)[0]
     assert "0.75" in trajectory and "75% pass" in trajectory and "n=8" in trajectory
     latency = regressed.summary["latency"]
