@@ -225,6 +225,7 @@ class QueueRow:
     last_comment_at: datetime | None
     url: str | None
     branch: str = ""  # the branch the decision belongs to (the candidate's)
+    evalset_id: int = 0  # with `branch` and `eval_id`: what a triage decision belongs to
 
 
 @dataclass(frozen=True)
@@ -276,6 +277,7 @@ def assigned_to(*, user: Any, project: Project, page: Any = 1) -> QueuePage:
         status=t.status, status_label=t.get_status_display(), triaged=True,
         assignee=_username(t.assignee), last_comment_at=t.last_comment_at,
         url=_drill_url(t.candidate_id, t.result_id, t.baseline_id, "all"), branch=t.branch,
+        evalset_id=t.evalset_id,
     ) for t in current.object_list]
     return _page(current, paginator, rows)
 
@@ -346,7 +348,7 @@ def untriaged_regressions(*, project: Project, page: Any = 1) -> QueuePage:
             triaged=t is not None, assignee=_username(t.assignee) if t is not None else None,
             last_comment_at=t.last_comment_at if t is not None else None,
             url=_drill_url(c.candidate_id, case.get("cr"), c.baseline_id, comparison.REGRESSED),
-            branch=c.candidate.branch,
+            branch=c.candidate.branch, evalset_id=c.candidate.evalset_version.evalset_id,
         ))
     return _page(current, paginator, rows)
 
