@@ -15,6 +15,8 @@ from django.urls import reverse
 from evaluations.models import CaseResult, Project, Run
 from tests.compare_helpers import import_demo, make_run, perfect_outputs, regressed_outputs
 
+X = "\u00d7"  # the multiplication sign the pages print
+
 pytestmark = pytest.mark.django_db
 
 
@@ -85,19 +87,19 @@ def test_the_run_pages_cases_table_flags_cases_whose_repeats_disagree(acme: Proj
 
 
 def test_counts_of_a_run_with_repeats_say_cases_not_results(acme: Project, alice_client: Client) -> None:
-    """8 cases × 2 repeats are 16 results: "Cases" and "n=" count the 8 cases everywhere."""
+    """8 cases, 2 repeats each, are 16 results: "Cases" and "n=" count the 8 cases everywhere."""
     version = import_demo(acme)
     first = copy.deepcopy(perfect_outputs())
     second = [dict(o, iteration=1) for o in copy.deepcopy(perfect_outputs())]
     run = make_run(acme, version, first + second, iterations=2)
     page = alice_client.get(reverse("run_detail", args=[run.pk])).content.decode()
     cards = page.split('aria-label="Summary"', 1)[1].split("</section>", 1)[0]
-    assert "16 of 16 judged results" in cards and "(8 cases × 2 repeats)" in cards
-    assert "n=16" not in cards and "(8 cases × 2)" in cards
-    assert "(8 cases × 2 repeats)" in page.split('class="table-summary"', 1)[1].split("</p>", 1)[0]
+    assert "16 of 16 judged results" in cards and f"(8 cases {X} 2 repeats)" in cards
+    assert "n=16" not in cards and f"(8 cases {X} 2)" in cards
+    assert f"(8 cases {X} 2 repeats)" in page.split('class="table-summary"', 1)[1].split("</p>", 1)[0]
     listing = alice_client.get(reverse("run_list")).content.decode()
     row = listing.split(f'href="/runs/{run.pk}/"', 1)[1].split("</tr>", 1)[0]
-    assert '<td class="num">8 <span class="muted" title="2 repeats of each case">× 2</span></td>' in row
-    assert ">8 cases × 2</span>" in row and "n=16" not in row
+    assert f'<td class="num">8 <span class="muted" title="2 repeats of each case">{X} 2</span></td>' in row
+    assert f">8 cases {X} 2</span>" in row and "n=16" not in row
     home = alice_client.get(reverse("home")).content.decode()
-    assert ">8 cases × 2</span>" in home and "n=16" not in home
+    assert f">8 cases {X} 2</span>" in home and "n=16" not in home
