@@ -27,6 +27,7 @@ from evaluations.evalsets.services import evalset_import
 from evaluations.models import CaseResult, EvaluationConfig, Membership, Project, Run, Score
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
+from evaluations.units import fmt_duration
 from evaluations.web.templatetags.evalsite import plotly_bundle
 from tests.conftest import DATA
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
@@ -178,7 +179,10 @@ def test_the_summary_cards_come_from_the_run_summary(regressed: Run, alice_clien
     trajectory = cards.split('title="trajectory_match"', 1)[1].split("</div>\n  </div>", 1)[0]
     assert "0.75" in trajectory and "75% pass" in trajectory and "n=8" in trajectory
     latency = regressed.summary["latency"]
-    assert f'{latency["p50"]:.2f} <span class="card-unit">s p50</span>' in cards
+    # a latency reads with its unit, milliseconds under a second
+    assert f'{fmt_duration(latency["p50"])} <span class="card-unit">p50</span>' in cards
+    assert f"p95 {fmt_duration(latency['p95'])} · max" in cards
+    assert fmt_duration(0.00079) == "790 µs" and fmt_duration(0.5) == "500 ms"
     assert "1,440" in cards  # tokens: 12 turns x 120
     assert "$0.0120" in cards
     assert "0 errored" in cards and "0 missing" in cards and "0 not runnable" in cards

@@ -283,7 +283,11 @@ def case_heatmap(rows: Sequence[HeatmapRow], run_labels: Sequence[str]) -> go.Fi
         if r.first_failing is not None:
             fig.add_shape(type="rect", x0=r.first_failing - 0.5, x1=r.first_failing + 0.5, y0=i - 0.5, y1=i + 0.5,
                           line={"color": "rgba(0,0,0,0.85)", "width": 2})
-    fig.update_layout(**base_layout(height=max(140, 20 * len(rows) + 60), margin={"l": 8, "r": 8, "t": 8, "b": 44}))
+    # The run labels ("#12 · 11-24 · main · gpt-x") stand at -45°: room for the longest under
+    # the cells, added to the height so the rows keep theirs.
+    below = min(220, 24 + round(5.2 * max((len(label) for label in run_labels), default=4)))
+    fig.update_layout(**base_layout(height=max(80, 20 * len(rows) + 16) + below,
+                                    margin={"l": 8, "r": 8, "t": 8, "b": below}))
     fig.update_xaxes(axis(type="category", showgrid=False, tickangle=-45))
     fig.update_yaxes(axis(type="category", showgrid=False, autorange="reversed"))
     return fig

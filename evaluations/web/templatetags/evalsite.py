@@ -12,6 +12,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.templatetags.static import static
 from django.utils.html import format_html
 
+from evaluations.units import fmt_duration
+
 register = template.Library()
 
 # A value longer than this is collapsed behind "show all" (never cut off).
@@ -57,3 +59,9 @@ def plotly_bundle() -> str:
 def plotly_script() -> str:
     """<script> for the plotly.js bundle (before the figures' data blocks are drawn)."""
     return format_html('<script src="{}"></script>', static(plotly_bundle()))
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """`1.4 s`, `52 ms`, `790 µs`: a latency with its unit, as the charts and verdicts say it."""
+    return fmt_duration(seconds)

@@ -214,7 +214,7 @@ def _charts(page: run_pages.RunPage) -> dict[str, str]:
         charts["latency"] = to_html(latency_histogram(data.latency_width, data.latency_counts,
                                                       p50=data.latency_p50, p95=data.latency_p95))
     if any(r.judged for r in data.tag_rates):
-        charts["tags"] = to_html(pass_rate_by_tag(data.tag_rates))
+        charts["tags"] = to_html(pass_rate_by_tag(data.tag_rates, iterations=page.run.iterations))
     return charts
 
 
