@@ -68,6 +68,9 @@ def test_matching_baseline_calls_are_folded_and_triage_sits_beside_the_case(acme
     same = alice_client.get(url(cand, "flight_search_lis", baseline=base.pk, status="all")).content.decode()
     assert '<details class="baseline-calls" data-testid="baseline-calls">' in same
     assert ": all 1 match" in same
+    # a turn where neither run called a tool has nothing to compare: folded too
+    chat = alice_client.get(url(cand, "smalltalk_no_tools", baseline=base.pk, status="all")).content.decode()
+    assert "baseline-calls\" open" not in chat and ": no calls in either" in chat
     side = page.split('<aside class="drill-side"', 1)[1].split("</aside>", 1)[0]
     assert 'data-testid="triage-panel"' in side
 
