@@ -103,6 +103,6 @@ def test_counts_of_a_run_with_repeats_say_cases_not_results(acme: Project, alice
     listing = alice_client.get(reverse("run_list")).content.decode()
     row = listing.split(f'href="/runs/{run.pk}/"', 1)[1].split("</tr>", 1)[0]
     assert f'<td class="num">8 <span class="muted" title="2 repeats of each case">{X} 2</span></td>' in row
-    assert f">8 cases {X} 2</span>" in row and "n=16" not in row
+    assert f">8 cases {X} 2</span>" in row and "n=16" not in row and "muted nowrap" in row
     home = alice_client.get(reverse("home")).content.decode()
     assert f">8 cases {X} 2</span>" in home and "n=16" not in home
