@@ -127,7 +127,6 @@ def delta_bars(bars: Sequence[DeltaBar]) -> go.Figure:
     fig = go.Figure(go.Bar(
         y=names, x=[b.delta for b in bars], orientation="h",
         marker={"color": [colour(b) for b in bars], "line": {"width": 0}},
-        text=[signed(b.delta, 3) for b in bars], textposition="outside", cliponaxis=False,
         error_x={"type": "data", "symmetric": False, "array": [b.high - b.delta for b in bars],
                  "arrayminus": [b.delta - b.low for b in bars], "color": "rgba(110,119,129,0.9)", "thickness": 1.5,
                  "width": 6},
@@ -140,7 +139,10 @@ def delta_bars(bars: Sequence[DeltaBar]) -> go.Figure:
     extent = max([0.05, *(abs(v) for b in bars for v in (b.low, b.high))]) * 1.1
     fig.update_layout(**base_layout(height=max(120, 34 * len(bars) + 60), margin={"l": 8, "r": 16, "t": 12, "b": 40}))
     fig.update_xaxes(axis(title_text="candidate \u2212 baseline (mean score)", range=[-extent, extent], zeroline=False))
-    fig.update_yaxes(axis(showgrid=False, type="category", autorange="reversed"))
+    # Each bar's value beside its name: a label on the bar would sit under its whisker.
+    labels = [f"{name}  <b>{signed(b.delta, 3)}</b>" for name, b in zip(names, bars, strict=True)]
+    fig.update_yaxes(axis(showgrid=False, type="category", autorange="reversed", tickmode="array", tickvals=names,
+                          ticktext=labels))
     return fig
 
 
