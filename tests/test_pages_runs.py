@@ -250,7 +250,8 @@ def test_a_queued_run_shows_no_summary_or_charts_yet(acme: Project, alice_client
     run = uploaded_run(acme, perfect_outputs(), execute=False)
     page = html(alice_client.get(reverse("run_detail", args=[run.pk])))
     assert 'aria-label="Summary"' not in page
-    assert "plotly-graph-div" not in page and "vendor/plotly" not in page
+    assert "plotly-graph-div" not in page
+    assert f"/static/{plotly_bundle()}" in page  # loaded ahead: the charts come in when the run finishes
     assert "<strong>0</strong> of 8 results settled" in page
 
 
@@ -420,9 +421,14 @@ def test_the_progress_fragment_moves_and_turns_the_status_badge_to_completed_whe
     done = alice_client.get(reverse("run_progress", args=[run.pk]), HTTP_HX_REQUEST="true")
     assert "HX-Refresh" not in done  # the run page stays: its badge and panel say it is done
     assert "<strong>8</strong> of 8 results settled" in html(done)
-    assert "hx-trigger" not in html(done)
+    assert 'hx-trigger="every' not in html(done)  # the polling stops
     assert re.search(r'hx-swap-oob="true"><span class="st st-completed">', html(done))
     assert 'data-testid="run-finished">The run has finished.' in html(done)
+    # ...and brings in the page's summary and charts by swapping its <main>, no reload
+    assert (f'hx-get="/runs/{run.pk}/" hx-trigger="load delay:500ms" hx-select="#main" hx-target="#main" '
+            'hx-swap="outerHTML"') in html(done)
+    whole = alice_client.get(reverse("run_detail", args=[run.pk]), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="main")
+    assert '<main id="main"' in html(whole) and 'aria-label="Summary"' in html(whole)
     # The compare page's verdict waits for the run: it asks for a reload, with no badge to swap.
     compare = alice_client.get(reverse("run_progress", args=[run.pk]) + "?reload=1", HTTP_HX_REQUEST="true")
     assert compare["HX-Refresh"] == "true" and "hx-swap-oob" not in html(compare)

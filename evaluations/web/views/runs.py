@@ -39,8 +39,10 @@ COMPARE_PATH = "/compare/"
 
 
 def _htmx_fragment(request: HttpRequest) -> bool:
-    # A history restore wants the whole page, not the fragment.
-    return bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
+    # A history restore wants the whole page, not the fragment; so does a swap of the page's
+    # whole <main> (a run that has just finished brings in its summary and charts).
+    htmx = request.htmx  # type: ignore[attr-defined]
+    return bool(htmx and not htmx.history_restore_request and htmx.target != "main")
 
 
 def _visible_run(request: HttpRequest, pk: int) -> Run:
