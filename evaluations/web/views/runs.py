@@ -259,8 +259,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     """The live progress block, polled every 2 s while the run is queued or running, with the
     page head's status badge swapped out of band, so "queued" turns "running" and then
-    "completed" in place. When the run has finished the block says so and stops polling;
-    the compare page (`?reload=1`, its verdict waits for the run) reloads instead."""
+    "completed" in place. When the run has finished the block says so, stops polling and
+    brings in the page's summary and charts (its <main>, swapped by htmx: no reload); the
+    compare page (`?reload=1`, its verdict waits for the run) reloads instead."""
     run = _visible_run(request, pk)
     view = selectors.run_view(run)
     reload = bool(request.GET.get("reload"))
