@@ -102,7 +102,8 @@ def pass_rate_by_tag(rates: Sequence[TagRate], iterations: int = 1) -> go.Figure
                       "<extra></extra>",
     ))
     right = 120 if iterations > 1 else 70  # room for "100% · 16 results" beyond a full bar
-    fig.update_layout(**base_layout(height=max(140, 26 * len(rated) + 70), margin={"l": 8, "r": right, "t": 8, "b": 36}))
+    fig.update_layout(**base_layout(height=max(140, 26 * len(rated) + 70),
+                                    margin={"l": 8, "r": right, "t": 8, "b": 36}))
     fig.update_xaxes(axis(range=[0, 1], tickformat=".0%", dtick=0.25))
     fig.update_yaxes(axis(showgrid=False, type="category"))
     return fig
