@@ -279,8 +279,6 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    # plotly.min.js straight from the installed plotly package: no CDN, no copy in git.
-    "evaluations.web.staticfinders.PlotlyFinder",
 ]
 # The embedded default serves assets from the finders, so `up` needs no collectstatic;
 # a team server runs collectstatic and gets compressed, hashed files.
@@ -289,12 +287,13 @@ WHITENOISE_USE_FINDERS = True
 
 def _immutable_static(path: str, url: str) -> bool:
     """Files whose name changes with their content are cached for a year: the manifest
-    storage's hashed names, and vendored libraries named with their version
-    (static/vendor/plotly-cartesian-4.1.1.min.js, served compressed from its .gz beside it)."""
+    storage's hashed names, and the plotly.js build named by its content hash
+    (static/vendor/plotly-evalsite-<12 hex>.min.js from assets/plotly, served compressed from
+    the .br or .gz beside it), in the embedded mode (finders) and after collectstatic alike."""
     import re
 
     return bool(re.match(r"^.+\.[0-9a-f]{12}\..+$", url)
-                or re.search(r"/vendor/[A-Za-z.-]+-\d+\.\d+\.\d+\.min\.js$", url))
+                or re.search(r"/vendor/plotly-evalsite-[0-9a-f]{12}\.min\.js$", url))
 
 
 WHITENOISE_IMMUTABLE_FILE_TEST = _immutable_static

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from evaluations.models import AuditEvent, Comment, Project, Triage
+from evaluations.models import AuditEvent, Comment, Project, Run, Triage
 from evaluations.review import comparison
 from tests.api_helpers import assert_error, demo_runs, member, token_client
 
@@ -18,6 +18,9 @@ from tests.api_helpers import assert_error, demo_runs, member, token_client
 @pytest.fixture
 def pair(acme: Project) -> tuple[Any, Any]:
     base, run = demo_runs(acme)
+    Run.objects.filter(pk__in=[base.pk, run.pk]).update(branch="main")
+    base.refresh_from_db()
+    run.refresh_from_db()
     comparison.comparison_get(baseline=base, candidate=run)  # what the compare page stores
     return base, run
 
@@ -76,6 +79,11 @@ def test_triage_lists_filter_and_the_review_queue_shows_assigned_and_untriaged(a
     # weather_tokyo is still open (only assigned); order_status is triaged as expected.
     assert [r["eval_id"] for r in untriaged["results"]] == ["weather_tokyo"]
     assert untriaged["results"][0]["url"].startswith(f"/runs/{run.pk}/cases/")
+    # A decision belongs to the eval set, branch and case: the queue and the list say all three.
+    evalset = run.evalset_version.evalset_id
+    for row in (assigned["results"][0], untriaged["results"][0]):
+        assert (row["evalset_id"], row["branch"], row["eval_id"]) == (evalset, run.branch, "weather_tokyo")
+    assert {t["branch"] for t in listed["results"]} == {run.branch}
 
 
 @pytest.mark.django_db

@@ -106,11 +106,19 @@ def test_a_live_runs_counters_move_before_it_finishes(page: Any, live_server: An
     log_in(page, live_server, f"/runs/{run.pk}/")
     progress = page.locator("#run-progress")
     expect(progress).to_contain_text("0 of 8 results settled")
+    badge = page.get_by_test_id("run-status")
+    expect(badge).to_have_text(re.compile("queued"))
+    page.evaluate("window.__notReloaded = true")
+    home = page.context.new_page()  # home's latest-runs table, watching the same run
+    home.goto(live_server.url + "/")
+    home_badge = home.locator(f"#run-status-{run.pk}")
+    expect(home_badge).to_have_text(re.compile("queued"))
     worker = threading.Thread(target=runs.run_execute_here, args=(run.pk,), daemon=True)
     worker.start()
     try:
         # all eight results are one batch: the page must still see them settle one by one
         expect(progress).to_contain_text(re.compile(r"\b[1-7] of 8 results settled"), timeout=15_000)
+        expect(badge).to_have_text(re.compile("running"))
         expect(page.get_by_test_id("elapsed")).to_be_visible()
         expect(page.get_by_test_id("eta")).to_contain_text("≈")
         expect(page.get_by_test_id("recent-results").locator("tbody tr").first).to_be_visible()
@@ -121,7 +129,15 @@ def test_a_live_runs_counters_move_before_it_finishes(page: Any, live_server: An
     finally:
         worker.join(timeout=60)
     assert not CaseResult.objects.filter(run=run, status=CaseResult.Status.PENDING).exists()
-    expect(page.locator(".card-main")).to_contain_text("%", timeout=10_000)  # reloaded once finished
+    # The badges turn "completed" in place: the run page was not reloaded, home neither.
+    expect(badge).to_have_text(re.compile("completed"), timeout=10_000)
+    expect(home_badge).to_have_text(re.compile("completed"), timeout=10_000)
+    # the summary and charts come in too, still without a reload
+    expect(page.locator(".card-main")).to_contain_text("%", timeout=10_000)
+    expect(page.locator(".chart .main-svg").first).to_be_visible()
+    expect(progress).to_have_count(0)
+    assert page.evaluate("window.__notReloaded") is True
+    assert page.errors == []
 
 
 def test_no_page_scrolls_sideways_on_a_390_px_phone(chromium: Any, live_server: Any, alice: Any,

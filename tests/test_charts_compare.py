@@ -83,7 +83,9 @@ def test_delta_bars_have_interval_whiskers_and_honest_colours() -> None:
     assert bar.marker.color[0] == STATUSES["regressed"].colour
     # coloured by sign; could be noise: the same hue, faint
     assert bar.marker.color[1] == STATUSES["improved"].colour + "73"
-    assert list(bar.text) == ["\u22120.080", "+0.010"]  # each bar says its value
+    # each bar says its value beside its name (on the bar, its whisker would cross it)
+    assert list(fig.layout.yaxis.ticktext) == ["trajectory_match  <b>\u22120.080</b>", "response_match  <b>+0.010</b>"]
+    assert list(fig.layout.yaxis.tickvals) == list(bar.y)
 
 
 def test_tag_pass_rates_put_both_runs_side_by_side() -> None:

@@ -80,8 +80,8 @@ def test_the_compare_page_marks_unfinished_cases_pending_and_holds_the_verdict(a
     assert "removed" not in page.split('id="cases"', 1)[1]
     assert page.count("cmp-status cmp-pending") >= 4
     # the page keeps itself current: the cases poll, and the run's progress reloads it when done
-    assert f'hx-get="/runs/{candidate.pk}/progress/" hx-trigger="every 3s"' in page
-    done = alice_client.get(reverse("run_progress", args=[candidate.pk]), HTTP_HX_REQUEST="true")
+    assert f'hx-get="/runs/{candidate.pk}/progress/?reload=1" hx-trigger="every 3s"' in page
+    done = alice_client.get(reverse("run_progress", args=[candidate.pk]) + "?reload=1", HTTP_HX_REQUEST="true")
     assert "HX-Refresh" not in done  # still running: no reload yet
 
 

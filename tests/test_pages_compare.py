@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from evaluations.models import Comparison, Membership, Project, Run
 from evaluations.runs import services as runs
+from evaluations.web.templatetags.evalsite import plotly_bundle
 from tests.compare_helpers import (
     baseline_and_candidate,
     generated_outputs,
@@ -157,7 +158,7 @@ def test_an_htmx_request_gets_only_the_cases_table(pair: tuple[Run, Run], alice_
 def test_the_charts_are_drawn_with_local_plotly(pair: tuple[Run, Run], alice_client: Client) -> None:
     baseline, candidate = pair
     page = html(alice_client.get(compare_url(candidate, baseline)))
-    assert "/static/vendor/plotly-cartesian-4.1.1.min.js" in page and "cdn.plot.ly" not in page
+    assert f"/static/{plotly_bundle()}" in page and "cdn.plot.ly" not in page
     for testid in ("scatter", "latency-chart", "deltas", "tags"):
         assert f'data-testid="{testid}"' in page, testid
     assert page.count('class="plotly-figure"') == 4  # JSON data blocks, drawn by static/js/figures.js

@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from evaluations.models import CaseResult, Project, Run
+from evaluations.web.templatetags.evalsite import plotly_bundle
 from tests.compare_helpers import baseline_and_candidate, import_demo, make_run, perfect_outputs
 from tests.conftest import DATA
 
@@ -180,7 +181,7 @@ def test_a_traced_output_shows_its_span_waterfall(acme: Project, alice_client: C
     run = make_run(acme, import_demo(acme), outputs, eval_ids=["order_status"])
     page = html(alice_client.get(drill_url(run, "order_status")))
     assert 'data-testid="waterfall"' in page
-    assert "/static/vendor/plotly-cartesian-4.1.1.min.js" in page
+    assert f"/static/{plotly_bundle()}" in page
     chart = page.split('data-testid="waterfall"', 1)[1].split("</script>", 1)[0]
     assert "invoke_agent orders_assistant" in chart
     assert "tool call" in chart and "agent node" in chart  # kinds in the legend

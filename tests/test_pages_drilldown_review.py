@@ -15,6 +15,8 @@ from django.urls import reverse
 from evaluations.models import CaseResult, Project, Run
 from tests.compare_helpers import import_demo, make_run, perfect_outputs, regressed_outputs
 
+X = "\u00d7"  # the multiplication sign the pages print
+
 pytestmark = pytest.mark.django_db
 
 
@@ -66,6 +68,9 @@ def test_matching_baseline_calls_are_folded_and_triage_sits_beside_the_case(acme
     same = alice_client.get(url(cand, "flight_search_lis", baseline=base.pk, status="all")).content.decode()
     assert '<details class="baseline-calls" data-testid="baseline-calls">' in same
     assert ": all 1 match" in same
+    # a turn where neither run called a tool has nothing to compare: folded too
+    chat = alice_client.get(url(cand, "smalltalk_no_tools", baseline=base.pk, status="all")).content.decode()
+    assert "baseline-calls\" open" not in chat and ": no calls in either" in chat
     side = page.split('<aside class="drill-side"', 1)[1].split("</aside>", 1)[0]
     assert 'data-testid="triage-panel"' in side
 
@@ -82,3 +87,22 @@ def test_the_run_pages_cases_table_flags_cases_whose_repeats_disagree(acme: Proj
                for row in rows if 'data-testid="flaky"' in row}
     assert flagged == {"weather_tokyo", "order_status"}
     assert sum('data-testid="flaky"' in row for row in rows) == 4  # both repeats of each flaky case
+
+
+def test_counts_of_a_run_with_repeats_say_cases_not_results(acme: Project, alice_client: Client) -> None:
+    """8 cases, 2 repeats each, are 16 results: "Cases" and "n=" count the 8 cases everywhere."""
+    version = import_demo(acme)
+    first = copy.deepcopy(perfect_outputs())
+    second = [dict(o, iteration=1) for o in copy.deepcopy(perfect_outputs())]
+    run = make_run(acme, version, first + second, iterations=2)
+    page = alice_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    cards = page.split('aria-label="Summary"', 1)[1].split("</section>", 1)[0]
+    assert "16 of 16 judged results" in cards and f"(8 cases {X} 2 repeats)" in cards
+    assert "n=16" not in cards and f"(8 cases {X} 2)" in cards
+    assert f"(8 cases {X} 2 repeats)" in page.split('class="table-summary"', 1)[1].split("</p>", 1)[0]
+    listing = alice_client.get(reverse("run_list")).content.decode()
+    row = listing.split(f'href="/runs/{run.pk}/"', 1)[1].split("</tr>", 1)[0]
+    assert f'<td class="num">8 <span class="muted" title="2 repeats of each case">{X} 2</span></td>' in row
+    assert f">8 cases {X} 2</span>" in row and "n=16" not in row and "muted nowrap" in row
+    home = alice_client.get(reverse("home")).content.decode()
+    assert f">8 cases {X} 2</span>" in home and "n=16" not in home

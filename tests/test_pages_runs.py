@@ -27,6 +27,8 @@ from evaluations.evalsets.services import evalset_import
 from evaluations.models import CaseResult, EvaluationConfig, Membership, Project, Run, Score
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
+from evaluations.units import fmt_duration
+from evaluations.web.templatetags.evalsite import plotly_bundle
 from tests.conftest import DATA
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 
@@ -159,7 +161,8 @@ def test_cancel_needs_the_csrf_token(regressed: Run, alice: Any) -> None:
 
 def test_the_run_page_shows_status_labels_eval_set_and_who_started_it(regressed: Run, alice_client: Client) -> None:
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
-    assert '<h1>nightly regressed <span class="st st-completed">✓ completed</span></h1>' in page
+    assert ('<h1>nightly regressed <span id="run-status" data-testid="run-status"><span class="st st-completed">'
+            '✓ completed</span></span></h1>') in page
     assert "Demo travel agent v1" in page
     assert f'href="{reverse("evalset_detail", args=[regressed.evalset_version.evalset_id])}?version=1"' in page
     assert "started by alice" in page
@@ -172,11 +175,14 @@ def test_the_summary_cards_come_from_the_run_summary(regressed: Run, alice_clien
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
     cards = page.split('aria-label="Summary"', 1)[1].split("</section>", 1)[0]
     assert '<div class="card-value">75%</div>' in cards
-    assert "6 of 8 judged results" in cards
+    assert "6 of 8 judged cases" in cards
     trajectory = cards.split('title="trajectory_match"', 1)[1].split("</div>\n  </div>", 1)[0]
     assert "0.75" in trajectory and "75% pass" in trajectory and "n=8" in trajectory
     latency = regressed.summary["latency"]
-    assert f'{latency["p50"]:.2f} <span class="card-unit">s p50</span>' in cards
+    # a latency reads with its unit, milliseconds under a second
+    assert f'{fmt_duration(latency["p50"])} <span class="card-unit">p50</span>' in cards
+    assert f"p95 {fmt_duration(latency['p95'])} · max" in cards
+    assert fmt_duration(0.00079) == "790 µs" and fmt_duration(0.5) == "500 ms"
     assert "1,440" in cards  # tokens: 12 turns x 120
     assert "$0.0120" in cards
     assert "0 errored" in cards and "0 missing" in cards and "0 not runnable" in cards
@@ -209,7 +215,7 @@ def test_a_traced_run_shows_the_per_node_table(acme: Project, alice_client: Clie
 def test_the_run_page_renders_three_charts_with_plotly_served_locally(regressed: Run, alice_client: Client) -> None:
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
     assert page.count('class="plotly-graph-div"') == 3
-    assert '<script src="/static/vendor/plotly-cartesian-4.1.1.min.js">' in page
+    assert f'<script src="/static/{plotly_bundle()}">' in page
     assert "cdn.plot.ly" not in page
     assert "Score distribution per criterion" in page and "Latency per result" in page and "Pass rate by tag" in page
 
@@ -244,7 +250,8 @@ def test_a_queued_run_shows_no_summary_or_charts_yet(acme: Project, alice_client
     run = uploaded_run(acme, perfect_outputs(), execute=False)
     page = html(alice_client.get(reverse("run_detail", args=[run.pk])))
     assert 'aria-label="Summary"' not in page
-    assert "plotly-graph-div" not in page and "vendor/plotly" not in page
+    assert "plotly-graph-div" not in page
+    assert f"/static/{plotly_bundle()}" in page  # loaded ahead: the charts come in when the run finishes
     assert "<strong>0</strong> of 8 results settled" in page
 
 
@@ -357,7 +364,7 @@ def test_the_run_page_makes_as_many_queries_for_300_cases_as_for_5(
         with CaptureQueriesContext(connection) as queries:
             response = alice_client.get(reverse("run_detail", args=[run.pk]) + "?sort=-score.trajectory_match",
                                         **headers)
-        assert response.status_code == 200
+        assert response.status_code == (286 if htmx else 200)  # 286: a finished run's table stops polling
         counts.append(len(queries))
     assert counts[0] == counts[1]
     # session, user, run; then for the page: projects, role, the run's history (the chart
@@ -396,7 +403,7 @@ def test_a_queued_run_polls_its_progress_every_two_seconds(acme: Project, alice_
     assert "HX-Refresh" not in fragment
 
 
-def test_the_progress_fragment_moves_and_asks_for_a_reload_when_the_run_finishes(
+def test_the_progress_fragment_moves_and_turns_the_status_badge_to_completed_when_the_run_finishes(
     acme: Project, alice_client: Client, settings: Any
 ) -> None:
     settings.EVALSITE_BATCH_SIZE = 3
@@ -407,11 +414,24 @@ def test_the_progress_fragment_moves_and_asks_for_a_reload_when_the_run_finishes
     middle = alice_client.get(reverse("run_progress", args=[run.pk]), HTTP_HX_REQUEST="true")
     assert "<strong>3</strong> of 8 results settled" in html(middle)
     assert "HX-Refresh" not in middle
+    # The page head's badge is swapped out of band: running now.
+    assert re.search(r'<span id="run-status" data-testid="run-status" hx-swap-oob="true"><span class="st st-running">',
+                     html(middle))
     runs.run_execute_here(run.pk)
     done = alice_client.get(reverse("run_progress", args=[run.pk]), HTTP_HX_REQUEST="true")
-    assert done["HX-Refresh"] == "true"
+    assert "HX-Refresh" not in done  # the run page stays: its badge and panel say it is done
     assert "<strong>8</strong> of 8 results settled" in html(done)
-    assert "hx-trigger" not in html(done)
+    assert 'hx-trigger="every' not in html(done)  # the polling stops
+    assert re.search(r'hx-swap-oob="true"><span class="st st-completed">', html(done))
+    assert 'data-testid="run-finished">The run has finished.' in html(done)
+    # ...and brings in the page's summary and charts by swapping its <main>, no reload
+    assert (f'hx-get="/runs/{run.pk}/" hx-trigger="load delay:500ms" hx-select="#main" hx-target="#main" '
+            'hx-swap="outerHTML"') in html(done)
+    whole = alice_client.get(reverse("run_detail", args=[run.pk]), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="main")
+    assert '<main id="main"' in html(whole) and 'aria-label="Summary"' in html(whole)
+    # The compare page's verdict waits for the run: it asks for a reload, with no badge to swap.
+    compare = alice_client.get(reverse("run_progress", args=[run.pk]) + "?reload=1", HTTP_HX_REQUEST="true")
+    assert compare["HX-Refresh"] == "true" and "hx-swap-oob" not in html(compare)
     assert 'id="run-progress"' not in html(alice_client.get(reverse("run_detail", args=[run.pk])))
 
 
@@ -803,10 +823,14 @@ def test_home_polls_the_runs_in_progress_until_none_is_left(acme: Project, alice
     page = html(alice_client.get(reverse("home")))
     block = page.split('id="active-runs"', 1)[1].split("</section>", 1)[0]
     assert 'hx-trigger="every 2s"' in block and ">busy</a>" in block and "0 / 8" in block
+    # The latest-runs table shows its status too, watched by the poll until it has finished.
+    assert f'hx-get="/?watch={run.pk}"' in block
+    assert f'<span id="run-status-{run.pk}"><span class="st st-queued">' in page
     runs.run_execute_here(run.pk)
-    fragment = html(alice_client.get(reverse("home"), HTTP_HX_REQUEST="true"))
+    fragment = html(alice_client.get(reverse("home"), {"watch": f"{run.pk},x,999999"}, HTTP_HX_REQUEST="true"))
     assert fragment.startswith('<section id="active-runs"')
-    assert "hx-trigger" not in fragment and "busy" not in fragment
+    assert "hx-trigger" not in fragment and "busy" not in fragment.split("</section>", 1)[0]
+    assert f'<span id="run-status-{run.pk}" hx-swap-oob="true"><span class="st st-completed">' in fragment
 
 
 def test_home_of_a_project_without_eval_sets_points_at_upload(acme: Project, alice_client: Client) -> None:

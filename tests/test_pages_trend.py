@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from evaluations.models import CaseResult, EvalSetVersion, Project, Run
 from tests.compare_helpers import (
@@ -137,5 +138,10 @@ def test_the_trend_has_a_line_per_branch_and_model_and_filters_them(acme: Projec
     only = html(alice_client.get(trend_url(version) + "?branch=main"))
     assert "The last 1 completed run, oldest first" in only
     heatmap_runs = only.split('data-testid="heatmap"', 1)[1].split("</thead>", 1)[0]  # its data table's head
-    assert f'<th scope="col">#{main.pk}</th>' in heatmap_runs and f"#{canary.pk}<" not in heatmap_runs
+    day = f"{timezone.localtime(main.created_at):%m-%d}"
+    # One branch and model shown: the column says the run and its day (the filters say the rest).
+    assert f'<th scope="col">#{main.pk} · {day}</th>' in heatmap_runs and f"#{canary.pk} " not in heatmap_runs
+    both = html(alice_client.get(trend_url(version))).split('data-testid="heatmap"', 1)[1].split("</thead>", 1)[0]
+    assert f'<th scope="col">#{main.pk} · {day} · main · m1</th>' in both
+    assert f'<th scope="col">#{canary.pk} · {day} · feat/x · m2</th>' in both
     assert '<option value="main" selected>main</option>' in only

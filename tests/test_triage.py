@@ -25,6 +25,7 @@ from tests.compare_helpers import (
     generated_version,
     make_run,
     perfect_outputs,
+    regressed_outputs,
 )
 
 pytestmark = pytest.mark.django_db
@@ -215,6 +216,21 @@ def test_only_the_latest_completed_run_of_an_eval_set_is_queued(pair: tuple[Run,
     newer = make_run(acme, candidate.evalset_version, perfect_outputs(), name="fixed")
     comparison.comparison_get(baseline=baseline, candidate=newer)
     assert untriaged_regressions(project=acme).count == 0  # the regressed candidate is no longer the latest
+
+
+def test_a_regression_stays_queued_while_it_still_fails_in_the_branchs_latest_run(pair: tuple[Run, Run],
+                                                                                  acme: Project) -> None:
+    """#2 regressed two cases against #1; #3 fails them again (unchanged against #2): they stay
+    in the queue, shown with the run they regressed in, until a run passes them."""
+    baseline, candidate = pair
+    again = make_run(acme, candidate.evalset_version, regressed_outputs(), name="still bad")
+    comparison.comparison_get(baseline=candidate, candidate=again)
+    queue = untriaged_regressions(project=acme)
+    assert sorted((row.eval_id, row.candidate_id, row.baseline_id) for row in queue.rows) == [
+        ("order_status", candidate.pk, baseline.pk), ("weather_tokyo", candidate.pk, baseline.pk)]
+    fixed = make_run(acme, candidate.evalset_version, perfect_outputs(), name="fixed")
+    comparison.comparison_get(baseline=again, candidate=fixed)
+    assert untriaged_regressions(project=acme).count == 0
 
 
 def test_another_projects_regressions_are_not_queued(pair: tuple[Run, Run], globex: Project) -> None:

@@ -565,7 +565,7 @@ class TriageSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Triage
-        fields = ["id", "project", "evalset", "eval_id", "baseline", "candidate", "status", "assignee",
+        fields = ["id", "project", "evalset", "branch", "eval_id", "baseline", "candidate", "status", "assignee",
                   "created_at", "updated_at", "updated_by", "comment_count"]
 
 
@@ -618,7 +618,10 @@ class CommentCreateSerializer(serializers.Serializer):
 
 
 class QueueRowSerializer(serializers.Serializer):
+    evalset_id = serializers.IntegerField()
     evalset_name = serializers.CharField()
+    branch = serializers.CharField(allow_blank=True, help_text="the candidate's branch: a triage decision "
+                                   "belongs to the eval set, branch and case ('' for runs without a branch)")
     eval_id = serializers.CharField()
     baseline_id = serializers.IntegerField()
     baseline_name = serializers.CharField()

@@ -24,7 +24,8 @@ import nh3
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Max, OuterRef, QuerySet, Subquery
+from django.db.models import Count, F, Max, OuterRef, QuerySet, Subquery, Window
+from django.db.models.functions import RowNumber
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
@@ -225,6 +226,7 @@ class QueueRow:
     last_comment_at: datetime | None
     url: str | None
     branch: str = ""  # the branch the decision belongs to (the candidate's)
+    evalset_id: int = 0  # with `branch` and `eval_id`: what a triage decision belongs to
 
 
 @dataclass(frozen=True)
@@ -276,42 +278,65 @@ def assigned_to(*, user: Any, project: Project, page: Any = 1) -> QueuePage:
         status=t.status, status_label=t.get_status_display(), triaged=True,
         assignee=_username(t.assignee), last_comment_at=t.last_comment_at,
         url=_drill_url(t.candidate_id, t.result_id, t.baseline_id, "all"), branch=t.branch,
+        evalset_id=t.evalset_id,
     ) for t in current.object_list]
     return _page(current, paginator, rows)
 
 
-def latest_comparisons(project: Project) -> QuerySet[Comparison]:
-    """The stored comparisons of `project` whose candidate is the latest completed run of its
-    eval set on its branch: each branch's current state (a canary on another branch does not
-    hide main's regressions, nor main's the canary's)."""
-    latest = (Run.objects.filter(evalset_version__evalset_id=OuterRef("candidate__evalset_version__evalset_id"),
-                                 branch=OuterRef("candidate__branch"), status=Run.Status.COMPLETED)
-              .order_by("-created_at", "-pk").values("pk")[:1])
-    return (Comparison.objects.filter(candidate__project=project, baseline__project=project)
-            .annotate(latest_id=Subquery(latest)).filter(candidate_id=F("latest_id")))
+# A regression found in one of a branch's last few runs stays in the queue while the case
+# still fails in the branch's latest run (a passing run after it does not hide it, only a
+# decision or the case passing again does).
+RECENT_RUNS = 5
+STILL_FAILING = frozenset({comparison.REGRESSED, comparison.UNCHANGED_FAIL})
 
 
-def _untriaged_items(project: Project) -> list[tuple[Comparison, dict[str, Any], Triage | None]]:
+def _recent_comparisons(project: Project) -> tuple[list[Comparison], dict[tuple[int, str], int]]:
+    """The stored comparisons whose candidate is one of the last RECENT_RUNS completed runs of
+    its eval set on its branch (newest first), and each (eval set, branch)'s latest run."""
+    recent = list(
+        Run.objects.filter(project=project, status=Run.Status.COMPLETED)
+        .annotate(rank=Window(RowNumber(), partition_by=[F("evalset_version__evalset_id"), F("branch")],
+                              order_by=[F("created_at").desc(), F("pk").desc()]))
+        .filter(rank__lte=RECENT_RUNS)
+        .values_list("pk", "evalset_version__evalset_id", "branch", "rank")
+    )
+    latest = {(evalset_id, branch): pk for pk, evalset_id, branch, rank in recent if rank == 1}
     comparisons = list(
-        latest_comparisons(project)
+        Comparison.objects.filter(candidate_id__in=[pk for pk, *_ in recent], baseline__project=project)
         .select_related("baseline", "candidate", "candidate__evalset_version__evalset")
         .order_by("-candidate__created_at", "-candidate_id", "-baseline__created_at", "-baseline_id")
     )
+    return comparisons, latest
+
+
+def _untriaged_items(project: Project) -> list[tuple[Comparison, dict[str, Any], Triage | None]]:
+    comparisons, latest = _recent_comparisons(project)
     triage: dict[tuple[int, str, str], Triage] = {}
     if comparisons:
         for t in (Triage.objects.filter(project=project, branch__in={c.candidate.branch for c in comparisons},
                                         evalset_id__in={c.candidate.evalset_version.evalset_id for c in comparisons})
                   .select_related("assignee").annotate(last_comment_at=Max("comments__created_at"))):
             triage[(t.evalset_id, t.branch, t.eval_id)] = t
+    # What still fails in each branch's latest run, from that run's comparisons.
+    failing_now: dict[tuple[int, str], set[str]] = {}
+    for c in comparisons:
+        where = (c.candidate.evalset_version.evalset_id, c.candidate.branch)
+        if latest.get(where) == c.candidate_id:
+            failing_now.setdefault(where, set()).update(
+                case["id"] for case in (c.summary or {}).get("cases", []) if case.get("s") in STILL_FAILING)
     items: list[tuple[Comparison, dict[str, Any], Triage | None]] = []
     seen: set[tuple[int, str, str]] = set()
-    for c in comparisons:
+    for c in comparisons:  # newest first: a case is listed with the latest run it regressed in
         evalset_id = c.candidate.evalset_version.evalset_id
+        where = (evalset_id, c.candidate.branch)
+        is_latest = latest.get(where) == c.candidate_id
         for case in (c.summary or {}).get("cases", []):
             if case.get("s") != comparison.REGRESSED:
                 continue
+            if not is_latest and case["id"] not in failing_now.get(where, ()):
+                continue  # it passes again (or the latest run was not compared yet)
             key = (evalset_id, c.candidate.branch, case["id"])
-            if key in seen:  # the same case against another baseline of the same run
+            if key in seen:  # the same case against another baseline, or in an older run
                 continue
             seen.add(key)
             found = triage.get(key)
@@ -346,7 +371,7 @@ def untriaged_regressions(*, project: Project, page: Any = 1) -> QueuePage:
             triaged=t is not None, assignee=_username(t.assignee) if t is not None else None,
             last_comment_at=t.last_comment_at if t is not None else None,
             url=_drill_url(c.candidate_id, case.get("cr"), c.baseline_id, comparison.REGRESSED),
-            branch=c.candidate.branch,
+            branch=c.candidate.branch, evalset_id=c.candidate.evalset_version.evalset_id,
         ))
     return _page(current, paginator, rows)
 

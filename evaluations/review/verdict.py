@@ -55,13 +55,13 @@ def overall(counts: dict[str, int], total: int) -> str:
         return "no case changed outcome"
     p = mcnemar_exact_p(b, c)
     if p < SIGNIFICANCE:
-        return f"the overall change is likely real (McNemar p = {p:.2g}, n = {n:,})"
+        return f"the overall change is likely real (McNemar p = {p:.2g}, n = {n:,} cases)"
     if b == c:
-        return f"as many cases improved as regressed: no overall change (n = {n:,})"
+        return f"as many cases improved as regressed: no overall change (n = {n:,} cases)"
     needed = cases_needed(b, c, n)
     if needed is None:
-        return f"too few cases to call the overall change (n = {n:,})"
-    return f"too few cases to call the overall change (n = {n:,}); n≈{_round(needed):,} would be needed"
+        return f"too few cases to call the overall change (n = {n:,} cases)"
+    return f"too few cases to call the overall change (n = {n:,} cases); n≈{_round(needed):,} cases would be needed"
 
 
 def reproducibility(repeats: int) -> str:

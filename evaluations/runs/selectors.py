@@ -76,6 +76,11 @@ class Progress:
     errored: int
     missing: int
     not_runnable: int
+    iterations: int = 1  # results per case: `total` counts results, `cases` the cases
+
+    @property
+    def cases(self) -> int:
+        return self.total // max(self.iterations, 1)
 
     @property
     def settled(self) -> int:
@@ -162,7 +167,8 @@ def _faults_text(faults: Any) -> str:
 
 def progress_of(run: Run) -> Progress:
     return Progress(total=run.cases_total, done=run.cases_done, failed=run.cases_failed,
-                    errored=run.cases_errored, missing=run.cases_missing, not_runnable=run.cases_not_runnable)
+                    errored=run.cases_errored, missing=run.cases_missing, not_runnable=run.cases_not_runnable,
+                    iterations=run.iterations)
 
 
 def run_view(run: Run) -> RunView:

@@ -102,8 +102,8 @@ def to_html(fig: go.Figure) -> str:
     escaped in the JSON, so no text in a figure can end the block. The figure is named for
     assistive technology and followed by its numbers as a table (`charts.a11y`); no toolbar
     (it covered the legends). plotly.js itself is served locally (static
-    `vendor/plotly-cartesian-*.min.js`, a build of the cartesian trace types only), never from
-    a CDN."""
+    `vendor/plotly-evalsite-<hash>.min.js`, built from assets/plotly with the scatter, bar and
+    heatmap traces only), never from a CDN."""
     from evaluations.web.charts.a11y import data_table, label_of
 
     div_id = f"figure-{uuid.uuid4().hex}"

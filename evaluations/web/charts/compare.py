@@ -127,7 +127,6 @@ def delta_bars(bars: Sequence[DeltaBar]) -> go.Figure:
     fig = go.Figure(go.Bar(
         y=names, x=[b.delta for b in bars], orientation="h",
         marker={"color": [colour(b) for b in bars], "line": {"width": 0}},
-        text=[signed(b.delta, 3) for b in bars], textposition="outside", cliponaxis=False,
         error_x={"type": "data", "symmetric": False, "array": [b.high - b.delta for b in bars],
                  "arrayminus": [b.delta - b.low for b in bars], "color": "rgba(110,119,129,0.9)", "thickness": 1.5,
                  "width": 6},
@@ -140,7 +139,10 @@ def delta_bars(bars: Sequence[DeltaBar]) -> go.Figure:
     extent = max([0.05, *(abs(v) for b in bars for v in (b.low, b.high))]) * 1.1
     fig.update_layout(**base_layout(height=max(120, 34 * len(bars) + 60), margin={"l": 8, "r": 16, "t": 12, "b": 40}))
     fig.update_xaxes(axis(title_text="candidate \u2212 baseline (mean score)", range=[-extent, extent], zeroline=False))
-    fig.update_yaxes(axis(showgrid=False, type="category", autorange="reversed"))
+    # Each bar's value beside its name: a label on the bar would sit under its whisker.
+    labels = [f"{name}  <b>{signed(b.delta, 3)}</b>" for name, b in zip(names, bars, strict=True)]
+    fig.update_yaxes(axis(showgrid=False, type="category", autorange="reversed", tickmode="array", tickvals=names,
+                          ticktext=labels))
     return fig
 
 
@@ -283,7 +285,11 @@ def case_heatmap(rows: Sequence[HeatmapRow], run_labels: Sequence[str]) -> go.Fi
         if r.first_failing is not None:
             fig.add_shape(type="rect", x0=r.first_failing - 0.5, x1=r.first_failing + 0.5, y0=i - 0.5, y1=i + 0.5,
                           line={"color": "rgba(0,0,0,0.85)", "width": 2})
-    fig.update_layout(**base_layout(height=max(140, 20 * len(rows) + 60), margin={"l": 8, "r": 8, "t": 8, "b": 44}))
+    # The run labels ("#12 · 11-24 · main · gpt-x") stand at -45°: room for the longest under
+    # the cells, added to the height so the rows keep theirs.
+    below = min(220, 24 + round(5.2 * max((len(label) for label in run_labels), default=4)))
+    fig.update_layout(**base_layout(height=max(80, 20 * len(rows) + 16) + below,
+                                    margin={"l": 8, "r": 8, "t": 8, "b": below}))
     fig.update_xaxes(axis(type="category", showgrid=False, tickangle=-45))
     fig.update_yaxes(axis(type="category", showgrid=False, autorange="reversed"))
     return fig

@@ -57,7 +57,7 @@ def score_distribution(criteria: Mapping[str, ScoreBins]) -> go.Figure:
             )
             shown.add(outcome)
         fig.update_xaxes(axis(range=[0, 1], dtick=0.2, tickformat=".1f"), row=row, col=col)
-        fig.update_yaxes(axis(rangemode="tozero", title_text="cases" if col == 1 else None), row=row, col=col)
+        fig.update_yaxes(axis(rangemode="tozero", title_text="results" if col == 1 else None), row=row, col=col)
     # The page's caption carries the colour key: a plotly legend would crowd the panel titles.
     fig.update_layout(**base_layout(height=200 * rows + 20, barmode="stack", showlegend=False))
     fig.update_annotations(font={"size": 12})  # the subplot titles: criterion names
@@ -73,8 +73,8 @@ def latency_histogram(width: float, counts: Sequence[int], *, p50: float | None 
     labels = [f"{fmt_seconds(s * scale)}\u2013{fmt_seconds((s + width) * scale)} {unit}" for s in starts]
     fig = go.Figure(go.Bar(
         x=[(s + width / 2) * scale for s in starts], y=list(counts), width=width * scale * 0.92,
-        marker={"color": PALETTE["blue"], "line": {"width": 0}}, customdata=labels, name="cases",
-        hovertemplate="%{customdata}<br>%{y} cases<extra></extra>",
+        marker={"color": PALETTE["blue"], "line": {"width": 0}}, customdata=labels, name="results",
+        hovertemplate="%{customdata}<br>%{y} results<extra></extra>",
     ))
     for label, value, dash in (("p50", p50, "dot"), ("p95", p95, "dash")):
         if value is None:
@@ -85,22 +85,25 @@ def latency_histogram(width: float, counts: Sequence[int], *, p50: float | None 
                       annotation_position="top right")
     fig.update_layout(**base_layout(height=240))
     fig.update_xaxes(axis(title_text=f"latency ({unit})", rangemode="tozero"))
-    fig.update_yaxes(axis(title_text="cases", rangemode="tozero"))
+    fig.update_yaxes(axis(title_text="results", rangemode="tozero"))
     return fig
 
 
-def pass_rate_by_tag(rates: Sequence[TagRate]) -> go.Figure:
+def pass_rate_by_tag(rates: Sequence[TagRate], iterations: int = 1) -> go.Figure:
     """Pass rate per case tag, worst on top, each bar labelled with its sample size."""
     rated = sorted((r for r in rates if r.judged), key=lambda r: (-(r.rate or 0.0), r.tag))
     fig = go.Figure(go.Bar(
         y=[safe(r.tag) for r in rated], x=[r.rate for r in rated], orientation="h",
         marker={"color": PALETTE["blue"], "line": {"width": 0}},
-        text=[f"{(r.rate or 0):.0%} · n={r.judged}" for r in rated], textposition="outside", cliponaxis=False,
+        text=[f"{(r.rate or 0):.0%} · {r.judged} results" if iterations > 1 else f"{(r.rate or 0):.0%} · n={r.judged}"
+              for r in rated], textposition="outside", cliponaxis=False,
         customdata=[[safe(r.tag), r.passed, r.judged] for r in rated], name="pass rate",
         hovertemplate="%{customdata[0]}<br>%{x:.0%} passed (%{customdata[1]} of %{customdata[2]})"
                       "<extra></extra>",
     ))
-    fig.update_layout(**base_layout(height=max(140, 26 * len(rated) + 70), margin={"l": 8, "r": 70, "t": 8, "b": 36}))
+    right = 120 if iterations > 1 else 70  # room for "100% · 16 results" beyond a full bar
+    fig.update_layout(**base_layout(height=max(140, 26 * len(rated) + 70),
+                                    margin={"l": 8, "r": right, "t": 8, "b": 36}))
     fig.update_xaxes(axis(range=[0, 1], tickformat=".0%", dtick=0.25))
     fig.update_yaxes(axis(showgrid=False, type="category"))
     return fig

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from django import template
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.templatetags.static import static
+from django.utils.html import format_html
+
+from evaluations.units import fmt_duration
 
 register = template.Library()
 
@@ -32,3 +40,28 @@ def value(text: str | None, mono: bool = False) -> dict[str, Any]:
         "line_count": len(lines),
         "char_count": len(text),
     }
+
+
+@lru_cache(maxsize=1)
+def plotly_bundle() -> str:
+    """The static path of the plotly.js build (assets/plotly: core + scatter, bar, heatmap),
+    named by its content hash so it is cached for a year: exactly one is committed."""
+    found = sorted(p.name for p in (Path(settings.BASE_DIR) / "static" / "vendor").glob("plotly-evalsite-*.min.js"))
+    if len(found) != 1:
+        raise ImproperlyConfigured(
+            f"static/vendor holds {len(found)} plotly-evalsite-*.min.js; "
+            "rebuild it with `npm ci && npm run build` in assets/plotly"
+        )
+    return f"vendor/{found[0]}"
+
+
+@register.simple_tag
+def plotly_script() -> str:
+    """<script> for the plotly.js bundle (before the figures' data blocks are drawn)."""
+    return format_html('<script src="{}"></script>', static(plotly_bundle()))
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """`1.4 s`, `52 ms`, `790 µs`: a latency with its unit, as the charts and verdicts say it."""
+    return fmt_duration(seconds)

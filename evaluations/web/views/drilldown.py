@@ -275,8 +275,9 @@ class TurnView:
 
     @property
     def baseline_all_matched(self) -> bool:
-        """The baseline's calls all match this run's: nothing to look at unless asked."""
-        return bool(self.baseline_rows) and all(row.kind == MATCHED for row in self.baseline_rows or [])
+        """The baseline's calls all match this run's (or neither made one): nothing to look at
+        unless asked."""
+        return self.baseline_rows is not None and all(row.kind == MATCHED for row in self.baseline_rows)
 
     @property
     def response_changed(self) -> bool:

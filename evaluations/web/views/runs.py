@@ -40,8 +40,10 @@ COMPARE_PATH = "/compare/"
 
 
 def _htmx_fragment(request: HttpRequest) -> bool:
-    # A history restore wants the whole page, not the fragment.
-    return bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
+    # A history restore wants the whole page, not the fragment; so does a swap of the page's
+    # whole <main> (a run that has just finished brings in its summary and charts).
+    htmx = request.htmx  # type: ignore[attr-defined]
+    return bool(htmx and not htmx.history_restore_request and htmx.target != "main")
 
 
 def _visible_run(request: HttpRequest, pk: int) -> Run:
@@ -60,12 +62,20 @@ def home(request: HttpRequest) -> HttpResponse:
     project = current_project(request)
     if _htmx_fragment(request):  # the polled "in progress" block
         active = listing.active_runs(project=project) if project else []
-        response = render(request, "evaluations/runs/_active_runs.html", {"active": active})
+        # The runs whose status the page shows in its table while they went: their badges
+        # are swapped out of band, and watched until they have finished.
+        ids = [int(i) for i in request.GET.get("watch", "").split(",")[:50] if i.isdigit()]
+        watched = list(Run.objects.filter(project=project, pk__in=ids).order_by("pk").values_list("pk", "status")
+                       ) if project and ids else []
+        response = render(request, "evaluations/runs/_active_runs.html", {
+            "active": active, "watched": watched,
+            "watch": [pk for pk, status in watched if status in selectors.ACTIVE]})
     else:
         page = review_selectors.home_page(project=project) if project else None
         can_write = bool(project and project.can_write(request.user))
+        watch = [t.latest.pk for t in page.trends if t.latest.status in selectors.ACTIVE] if page else []
         response = render(request, "evaluations/runs/home.html",
-                          {"project": project, "page": page, "can_write": can_write})
+                          {"project": project, "page": page, "can_write": can_write, "watch": watch})
     patch_vary_headers(response, ["HX-Request"])
     return response
 
@@ -214,7 +224,7 @@ def _charts(page: run_pages.RunPage) -> dict[str, str]:
         charts["latency"] = to_html(latency_histogram(data.latency_width, data.latency_counts,
                                                       p50=data.latency_p50, p95=data.latency_p95))
     if any(r.judged for r in data.tag_rates):
-        charts["tags"] = to_html(pass_rate_by_tag(data.tag_rates))
+        charts["tags"] = to_html(pass_rate_by_tag(data.tag_rates, iterations=page.run.iterations))
     return charts
 
 
@@ -227,6 +237,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if _htmx_fragment(request):  # the cases table, filtered, sorted or paged
         table = run_pages.results_table(run, criteria, filters)
         response = render(request, "evaluations/runs/_results_table.html", {"table": table})
+        if run.status not in selectors.ACTIVE:
+            response.status_code = 286  # htmx: swap this last table in and stop polling
     else:
         enter_project(request, run.project)
         role = run.project.role_of(request.user)
@@ -254,14 +266,18 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
-    """The live progress block, polled every 2 s while the run is queued or running. When
-    the run has finished, htmx reloads the whole page so the summary and charts appear."""
+    """The live progress block, polled every 2 s while the run is queued or running, with the
+    page head's status badge swapped out of band, so "queued" turns "running" and then
+    "completed" in place. When the run has finished the block says so, stops polling and
+    brings in the page's summary and charts (its <main>, swapped by htmx: no reload); the
+    compare page (`?reload=1`, its verdict waits for the run) reloads instead."""
     run = _visible_run(request, pk)
     view = selectors.run_view(run)
+    reload = bool(request.GET.get("reload"))
     response = render(request, "evaluations/runs/_progress.html",
                       {"run": view, "can_write": run.project.can_write(request.user),
-                       "live": live_status(run) if view.is_active else None})
-    if request.htmx and not view.is_active:  # type: ignore[attr-defined]
+                       "live": live_status(run) if view.is_active else None, "oob_status": not reload})
+    if request.htmx and not view.is_active and reload:  # type: ignore[attr-defined]
         response["HX-Refresh"] = "true"
     return response
 

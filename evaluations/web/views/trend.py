@@ -19,6 +19,7 @@ from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from evaluations.models import CaseResult, EvalCase, EvalSet, Run
@@ -63,6 +64,22 @@ class TrendPage:
     version_changes: tuple[VersionChange, ...] = ()  # where the eval set's version changed (issue 18)
 
 
+def run_axis_labels(runs: list[Run]) -> list[str]:
+    """The heatmap's column labels: `#12 · 11-24 · main · gpt-x`, the run, its day, and its
+    branch and model when the runs shown have more than one of them (one is in the filters)."""
+    branches = len({run.branch for run in runs}) > 1
+    models = len({run.model for run in runs}) > 1
+    labels = []
+    for run in runs:
+        parts = [f"#{run.pk}", f"{timezone.localtime(run.created_at):%m-%d}"]
+        if branches:
+            parts.append(run.branch or "(no branch)")
+        if models:
+            parts.append(run.model or "(no model)")
+        labels.append(" · ".join(parts))
+    return labels
+
+
 def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str = "", model: str = "") -> TrendPage:
     completed = Run.objects.filter(evalset_version__evalset=evalset, status=Run.Status.COMPLETED)
     labels_used = set(completed.order_by().values_list("branch", "model").distinct())
@@ -80,7 +97,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
                   .order_by("-created_at", "-pk")[:TREND_RUNS + 1])
     more_runs = len(latest) > TREND_RUNS
     runs = latest[:TREND_RUNS][::-1]
-    labels = [f"#{run.pk}" for run in runs]
+    labels = run_axis_labels(runs)
     points = []
     for run, label in zip(runs, labels, strict=True):
         summary = run.summary or {}
