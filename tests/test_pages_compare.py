@@ -7,6 +7,7 @@ order_status never calls get_order).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -218,8 +219,13 @@ def test_the_comparison_is_stored_and_reused(pair: tuple[Run, Run], alice_client
     alice_client.get(compare_url(candidate, baseline))
     stored = Comparison.objects.get(baseline=baseline, candidate=candidate)
     assert stored.summary["counts"]["regressed"] == 2
-    # Make the stored numbers recognisably different: a reused comparison shows them.
-    stored.summary["counts"]["regressed"] = 99
+    # Make the stored numbers recognisably different: a reused comparison shows them. The
+    # page reads the stored head (the summary less its cases) and the case rows.
+    head = json.loads(stored.head)
+    assert head["counts"] == stored.summary["counts"]
+    assert stored.case_rows.count() == len(stored.summary["cases"])
+    head["counts"]["regressed"] = 99
+    stored.head = json.dumps(head)
     stored.save()
     # The page body rendered from it is cached too: the same HTML until the cache is emptied.
     page = html(alice_client.get(compare_url(candidate, baseline)))
