@@ -188,8 +188,26 @@ def _comparison(baseline: Run, candidate: Run) -> Any:
     stored = Comparison.objects.filter(baseline=baseline, candidate=candidate).first()
     assert stored is not None, "the candidate's comparison with its baseline was not stored"
     # result ids differ between databases; the eval ids say which case it is
+    # What the pages read (the head, a row per case, each criterion's scatter) mirrors the summary.
+    from evaluations.review import comparison
+
+    assert json.loads(stored.head) == json.loads(json.dumps(comparison.head_of(stored.summary)))
+    rows = [(position, *row) for position, row in enumerate(stored.case_rows.order_by("position").values_list(
+        "eval_id", "status", "baseline_passed", "baseline_repeats", "baseline_outcome", "candidate_passed",
+        "candidate_repeats", "candidate_outcome", "baseline_result_id", "candidate_result_id", "scores"))]
+    assert rows == comparison.case_rows_of(stored.summary)
+    expected = {}
+    for criterion in stored.summary["points"]:
+        groups, scored = comparison.scatter_groups(stored.summary, criterion)
+        expected[criterion] = (json.loads(json.dumps(groups)), scored)
+    assert {s.criterion: (json.loads(s.points), s.scored) for s in stored.scatters.all()} == expected
     return {"summary": _no_ids(stored.summary), "counts": stored.counts, "version": stored.version,
-            "walk": [[status, eval_id] for status, _, eval_id in json.loads(stored.walk)]}
+            "walk": [[status, eval_id] for status, eval_id in rows_walk(stored)]}
+
+
+def rows_walk(stored: Comparison) -> list[tuple[str, str]]:
+    """The comparison's case order as the drill-down walks it: (status, eval_id) by position."""
+    return list(stored.case_rows.order_by("position").values_list("status", "eval_id"))
 
 
 def _no_ids(value: Any) -> Any:

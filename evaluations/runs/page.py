@@ -135,7 +135,10 @@ def _headers(criteria: list[str], sort: str) -> tuple[dict[str, SortHeader], lis
 def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> ResultsTable:
     """One page of the run's case results, filtered and sorted in the database, with the
     conversation-level score of each criterion: three queries (count, page, scores)."""
-    results = CaseResult.objects.filter(run=run)
+    # The version's cases too (always true of a run's results): the planner can then walk
+    # the cases in position order by their (version, position) index and each one's results by
+    # the (run, case, iteration) one, and stop after a page instead of sorting the whole run.
+    results = CaseResult.objects.filter(run=run, case__version_id=run.evalset_version_id)
     if filters.status:
         results = results.filter(status=filters.status)
     if filters.tag:
@@ -167,7 +170,10 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
             .annotate(response=KT("output__turns__0__final_response"))
             .values("pk", "case_id", "case__eval_id", "case__name", "case__tags", "iteration", "status",
                     "latency_seconds", "prompt_tokens", "completion_tokens", "cost_usd", "error", "response"))
-    page = Paginator(rows, RESULTS_PER_PAGE).get_page(filters.page)
+    # Unfiltered, the count is the run's own (results are created with the run): no COUNT
+    # over every result of a 100,000-case run for each page.
+    page = Paginator(rows if filters.active else _Counted(rows, run.cases_total),
+                     RESULTS_PER_PAGE).get_page(filters.page)
     raw = list(page.object_list)
     cells: dict[tuple[int, str], ScoreCell] = {}
     if raw:
@@ -207,6 +213,22 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
     return ResultsTable(run_pk=run.pk, rows=page, criteria=criteria, filters=filters, headers=fixed,
                         score_headers=score_headers, tags=[str(t) for t in run.evalset_version.tags or []],
                         statuses=RESULT_STATUSES, total=run.cases_total, iterations=run.iterations)
+
+
+class _Counted:
+    """A queryset with its count already known, for a Paginator."""
+
+    def __init__(self, rows: Any, count: int):
+        self.rows, self._count = rows, count
+
+    def count(self) -> int:
+        return self._count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, item: Any) -> Any:
+        return self.rows[item]
 
 
 def _text(value: Any) -> str:
