@@ -648,7 +648,8 @@ class CaseSource:
         index = None
         before = after = None
         if (status == "all" or own == status) and (not q.strip() or q.strip().casefold() in eval_id.casefold()):
-            index = listed.filter(position__lt=position).count()
+            # positions run 0, 1, 2, ... so unfiltered the index is the position itself
+            index = position if status == "all" and not q.strip() else listed.filter(position__lt=position).count()
             with_result = listed.filter(candidate_result_id__isnull=False)
             before = (with_result.filter(position__lt=position).order_by("-position")
                       .values_list("candidate_result_id", flat=True).first())
