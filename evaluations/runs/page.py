@@ -172,8 +172,8 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
                     "latency_seconds", "prompt_tokens", "completion_tokens", "cost_usd", "error", "response"))
     # Unfiltered, the count is the run's own (results are created with the run): no COUNT
     # over every result of a 100,000-case run for each page.
-    page = Paginator(rows if filters.active else _Counted(rows, run.cases_total),
-                     RESULTS_PER_PAGE).get_page(filters.page)
+    listed: Any = rows if filters.active else _Counted(rows, run.cases_total)
+    page = Paginator(listed, RESULTS_PER_PAGE).get_page(filters.page)
     raw = list(page.object_list)
     cells: dict[tuple[int, str], ScoreCell] = {}
     if raw:
