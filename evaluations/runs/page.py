@@ -208,7 +208,7 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
         )
         for r in raw
     ]
-    page.object_list = result_rows  # type: ignore[assignment]
+    page.object_list = result_rows
     fixed, score_headers = _headers(criteria, filters.sort)
     return ResultsTable(run_pk=run.pk, rows=page, criteria=criteria, filters=filters, headers=fixed,
                         score_headers=score_headers, tags=[str(t) for t in run.evalset_version.tags or []],
