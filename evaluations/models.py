@@ -347,7 +347,9 @@ class CaseResult(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "case", "iteration"], name="result_unique")]
-        indexes = [models.Index(fields=["run", "status"], name="result_run_status")]
+        indexes = [models.Index(fields=["run", "status"], name="result_run_status"),
+                   # a run's results in id order, which is the eval set's (runs.page.results_table)
+                   models.Index(fields=["run", "id"], name="result_run_order")]
 
     def __str__(self) -> str:
         return f"{self.case_id} #{self.iteration} in run {self.run_id}"
@@ -455,7 +457,7 @@ class Comparison(models.Model):
     baseline_finished_at = models.DateTimeField(null=True, blank=True)
     candidate_finished_at = models.DateTimeField(null=True, blank=True)
     computed_at = models.DateTimeField(default=timezone.now)
-    summary = models.JSONField(default=dict)  # counts, per-case statuses, per-criterion statistics
+    summary = models.JSONField(default=dict)  # empty from summary version 4 on: see ComparisonSummary
     # What the case drill-down needs, readable without decoding the (large) summary: the
     # summary's version and status counts, and its case order as compact JSON
     # `[[status, candidate result id or null, eval_id], ...]` (see comparison.walk_rows).
@@ -471,6 +473,19 @@ class Comparison(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.baseline_id} vs run {self.candidate_id}"
+
+
+class ComparisonSummary(models.Model):
+    """A stored comparison's whole summary (the API, the CSV and the N-way page read it), in a
+    row of its own: left in the comparison's row it sat before the small columns every page
+    reads (version, counts, head), and SQLite walked its overflow pages (20 MB at 100,000
+    cases) to reach them. `Comparison.summary` is left empty from summary version 4 on."""
+
+    comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, primary_key=True, related_name="full")
+    summary = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"summary of {self.comparison_id}"
 
 
 class ComparisonCase(models.Model):

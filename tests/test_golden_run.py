@@ -191,17 +191,19 @@ def _comparison(baseline: Run, candidate: Run) -> Any:
     # What the pages read (the head, a row per case, each criterion's scatter) mirrors the summary.
     from evaluations.review import comparison
 
-    assert json.loads(stored.head) == json.loads(json.dumps(comparison.head_of(stored.summary)))
+    summary = comparison.stored_summary(stored)
+    assert summary is not None and stored.summary == {}  # kept in a row of its own
+    assert json.loads(stored.head) == json.loads(json.dumps(comparison.head_of(summary)))
     rows = [(position, *row) for position, row in enumerate(stored.case_rows.order_by("position").values_list(
         "eval_id", "status", "baseline_passed", "baseline_repeats", "baseline_outcome", "candidate_passed",
         "candidate_repeats", "candidate_outcome", "baseline_result_id", "candidate_result_id", "scores"))]
-    assert rows == comparison.case_rows_of(stored.summary)
+    assert rows == comparison.case_rows_of(summary)
     expected = {}
-    for criterion in stored.summary["points"]:
-        groups, scored = comparison.scatter_groups(stored.summary, criterion)
+    for criterion in summary["points"]:
+        groups, scored = comparison.scatter_groups(summary, criterion)
         expected[criterion] = (json.loads(json.dumps(groups)), scored)
     assert {s.criterion: (json.loads(s.points), s.scored) for s in stored.scatters.all()} == expected
-    return {"summary": _no_ids(stored.summary), "counts": stored.counts, "version": stored.version,
+    return {"summary": _no_ids(summary), "counts": stored.counts, "version": stored.version,
             "walk": [[status, eval_id] for status, eval_id in rows_walk(stored)]}
 
 

@@ -56,7 +56,15 @@ from django.utils import timezone
 
 from evaluations.bulk import insert_rows
 from evaluations.locks import exclusive
-from evaluations.models import CaseResult, Comparison, ComparisonCase, ComparisonScatter, Run, Score
+from evaluations.models import (
+    CaseResult,
+    Comparison,
+    ComparisonCase,
+    ComparisonScatter,
+    ComparisonSummary,
+    Run,
+    Score,
+)
 from evaluations.review.baselines import baseline_for
 from evaluations.review.statistics import (
     CONFIDENCE as CONFIDENCE,
@@ -426,19 +434,32 @@ def comparison_get(*, baseline: Run, candidate: Run) -> dict[str, Any]:
     cacheable = baseline.is_finished and candidate.is_finished
     if not cacheable:
         return compare(run_data(baseline), run_data(candidate))
-    stored = _stored(baseline, candidate, "summary")
-    if stored is not None:
-        return stored.summary
+    found = _stored_summary(baseline, candidate)
+    if found is not None:
+        return found
     # Many first views at once (a link posted to the team): one computes, the others wait
     # for the lock and then read what it stored.
     with exclusive("comparison", baseline.pk, candidate.pk):
-        stored = _stored(baseline, candidate, "summary")
-        if stored is not None:
-            return stored.summary
+        found = _stored_summary(baseline, candidate)
+        if found is not None:
+            return found
         summary = compare(run_data(baseline), run_data(candidate))
         comparison_store(baseline=baseline, candidate=candidate, summary=summary)
         logger.info("comparison computed: run %s vs run %s", baseline.pk, candidate.pk)
     return summary
+
+
+def _stored_summary(baseline: Run, candidate: Run) -> dict[str, Any] | None:
+    stored = _stored(baseline, candidate)
+    if stored is None:
+        return None
+    return stored_summary(stored)
+
+
+def stored_summary(stored: Comparison) -> dict[str, Any] | None:
+    """The whole summary of a stored comparison (kept in a row of its own)."""
+    found = ComparisonSummary.objects.filter(comparison=stored).values_list("summary", flat=True).first()
+    return found if isinstance(found, dict) and found else None
 
 
 def comparison_store(*, baseline: Run, candidate: Run, summary: dict[str, Any]) -> None:
@@ -448,12 +469,13 @@ def comparison_store(*, baseline: Run, candidate: Run, summary: dict[str, Any]) 
     with contextlib.suppress(IntegrityError), transaction.atomic():  # a concurrent view stored the pair first
         stored, _ = Comparison.objects.update_or_create(
             baseline=baseline, candidate=candidate,
-            defaults={"summary": summary, "computed_at": timezone.now(),
+            defaults={"summary": {}, "computed_at": timezone.now(),
                       "baseline_finished_at": baseline.finished_at,
                       "candidate_finished_at": candidate.finished_at,
                       "version": SUMMARY_VERSION, "counts": summary["counts"], "walk": "",
                       "head": _compact(head_of(summary))},
         )
+        ComparisonSummary.objects.update_or_create(comparison=stored, defaults={"summary": summary})
         ComparisonCase.objects.filter(comparison=stored).delete()
         ComparisonScatter.objects.filter(comparison=stored).delete()
         insert_rows(ComparisonCase, ["comparison_id", *_CASE_FIELDS],

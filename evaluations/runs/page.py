@@ -135,10 +135,7 @@ def _headers(criteria: list[str], sort: str) -> tuple[dict[str, SortHeader], lis
 def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> ResultsTable:
     """One page of the run's case results, filtered and sorted in the database, with the
     conversation-level score of each criterion: three queries (count, page, scores)."""
-    # The version's cases too (always true of a run's results): the planner can then walk
-    # the cases in position order by their (version, position) index and each one's results by
-    # the (run, case, iteration) one, and stop after a page instead of sorting the whole run.
-    results = CaseResult.objects.filter(run=run, case__version_id=run.evalset_version_id)
+    results = CaseResult.objects.filter(run=run)
     if filters.status:
         results = results.filter(status=filters.status)
     if filters.tag:
@@ -154,7 +151,7 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
     if key == "eval_id":
         order = [F("case__eval_id").desc() if descending else F("case__eval_id").asc(), "iteration"]
     elif key == "status":
-        order = [F("status").desc() if descending else F("status").asc(), "case__position", "iteration"]
+        order = [F("status").desc() if descending else F("status").asc(), "pk"]  # pk: see below
     elif key == "latency":
         latency = F("latency_seconds")
         order = [latency.desc(nulls_last=True) if descending else latency.asc(nulls_last=True), "case__position"]
@@ -165,7 +162,11 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
         score = F("sort_score")
         order = [score.desc(nulls_last=True) if descending else score.asc(nulls_last=True), "case__position"]
     else:
-        order = ["case__position", "iteration"]
+        # The eval set's order: a run's results are created in one statement in (case
+        # position, iteration) order (`run_create`, the only place that creates them), so
+        # their ids run in that order too and the (run, id) index gives a page of them
+        # without sorting the whole run (a 100,000-case run sorted per page took 80 ms).
+        order = []
     rows = (results.order_by(*order, "pk")
             .annotate(response=KT("output__turns__0__final_response"))
             .values("pk", "case_id", "case__eval_id", "case__name", "case__tags", "iteration", "status",
