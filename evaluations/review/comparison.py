@@ -680,6 +680,21 @@ class CaseSource:
         return Walked(own, index, total, before, after)
 
 
+def cases_with_status(comparisons: Sequence[Comparison], status: str) -> dict[int, list[dict[str, Any]]]:
+    """Per stored comparison, its case entries with `status` in the comparison's order (one
+    query over the case rows; a comparison stored before there were rows, from its summary)."""
+    out: dict[int, list[dict[str, Any]]] = {c.pk: [] for c in comparisons}
+    rowed = [c.pk for c in comparisons if c.version >= 4]
+    for row in (ComparisonCase.objects.filter(comparison_id__in=rowed, status=status)
+                .order_by("comparison_id", "position").values_list("comparison_id", *_CASE_KEYS.values(), "scores")
+                if rowed else []):
+        out[row[0]].append(_raw(row[1:]))
+    for c in comparisons:
+        if c.version < 4:
+            out[c.pk] = [case for case in (c.summary or {}).get("cases", []) if case.get("s") == status]
+    return out
+
+
 @dataclass(frozen=True)
 class Walked:
     """A case in a comparison's filtered list: its own status, its index there (None when the

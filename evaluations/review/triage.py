@@ -305,11 +305,10 @@ def _untriaged_items(project: Project) -> list[tuple[Comparison, dict[str, Any],
             triage[(t.evalset_id, t.branch, t.eval_id)] = t
     items: list[tuple[Comparison, dict[str, Any], Triage | None]] = []
     seen: set[tuple[int, str, str]] = set()
+    regressed = comparison.cases_with_status(comparisons, comparison.REGRESSED)
     for c in comparisons:
         evalset_id = c.candidate.evalset_version.evalset_id
-        for case in (c.summary or {}).get("cases", []):
-            if case.get("s") != comparison.REGRESSED:
-                continue
+        for case in regressed[c.pk]:
             key = (evalset_id, c.candidate.branch, case["id"])
             if key in seen:  # the same case against another baseline of the same run
                 continue
