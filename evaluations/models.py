@@ -390,7 +390,9 @@ class CaseResult(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "case", "iteration"], name="result_unique")]
-        indexes = [models.Index(fields=["run", "status"], name="result_run_status")]
+        indexes = [models.Index(fields=["run", "status"], name="result_run_status"),
+                   # a run's results in id order, which is the eval set's (runs.page.results_table)
+                   models.Index(fields=["run", "id"], name="result_run_order")]
 
     def __str__(self) -> str:
         return f"{self.case_id} #{self.iteration} in run {self.run_id}"
@@ -516,19 +518,81 @@ class Comparison(models.Model):
     baseline_finished_at = models.DateTimeField(null=True, blank=True)
     candidate_finished_at = models.DateTimeField(null=True, blank=True)
     computed_at = models.DateTimeField(default=timezone.now)
-    summary = models.JSONField(default=dict)  # counts, per-case statuses, per-criterion statistics
+    summary = models.JSONField(default=dict)  # empty from summary version 4 on: see ComparisonSummary
     # What the case drill-down needs, readable without decoding the (large) summary: the
     # summary's version and status counts, and its case order as compact JSON
     # `[[status, candidate result id or null, eval_id], ...]` (see comparison.walk_rows).
     version = models.PositiveSmallIntegerField(default=0)
     counts = models.JSONField(default=dict)
-    walk = models.TextField(default="", blank=True)
+    walk = models.TextField(default="", blank=True)  # no longer written: the case rows below replace it
+    # The summary less its cases and points, as compact JSON (a few KB at any size): what the
+    # compare page shows above its table (see comparison.head_of).
+    head = models.TextField(default="", blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["baseline", "candidate"], name="comparison_unique_pair")]
 
     def __str__(self) -> str:
         return f"run {self.baseline_id} vs run {self.candidate_id}"
+
+
+class ComparisonSummary(models.Model):
+    """A stored comparison's whole summary (the API, the CSV and the N-way page read it), in a
+    row of its own: left in the comparison's row it sat before the small columns every page
+    reads (version, counts, head), and SQLite walked its overflow pages (20 MB at 100,000
+    cases) to reach them. `Comparison.summary` is left empty from summary version 4 on."""
+
+    comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, primary_key=True, related_name="full")
+    summary = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"summary of {self.comparison_id}"
+
+
+class ComparisonCase(models.Model):
+    """One case of a stored comparison, in the comparison's order (`position`: severity, then
+    eval_id), so a page of the table, a status's count or a case's neighbours is one indexed
+    query whatever the size of the runs. Fields mirror the summary's case entries."""
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="case_rows")
+    position = models.PositiveIntegerField()
+    eval_id = models.CharField(max_length=255)
+    status = models.CharField(max_length=16)
+    baseline_passed = models.IntegerField(null=True)
+    baseline_repeats = models.IntegerField(default=0)
+    baseline_outcome = models.CharField(max_length=8, null=True)
+    candidate_passed = models.IntegerField(null=True)
+    candidate_repeats = models.IntegerField(default=0)
+    candidate_outcome = models.CharField(max_length=8, null=True)
+    baseline_result_id = models.BigIntegerField(null=True)  # not foreign keys: a page reads the ids only
+    candidate_result_id = models.BigIntegerField(null=True)
+    scores = models.TextField(default="{}")  # JSON {criterion: [baseline, candidate]}
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["comparison", "position"], name="comparison_case_position")]
+        indexes = [
+            models.Index(fields=["comparison", "status", "position"], name="comparison_case_status"),
+            models.Index(fields=["comparison", "eval_id"], name="comparison_case_eval_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.eval_id}: {self.status}"
+
+
+class ComparisonScatter(models.Model):
+    """The paired scatter of one criterion of a stored comparison, its points already grouped
+    (see comparison.scatter_groups): the page reads one criterion's, not every case's scores."""
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="scatters")
+    criterion = models.CharField(max_length=200)
+    points = models.TextField(default="[]")  # JSON [[x, y, status, eval_id, candidate result id, count], ...]
+    scored = models.IntegerField(default=0)  # cases with both scores
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["comparison", "criterion"], name="comparison_scatter_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.criterion} scatter"
 
 
 # --- Team review ----------------------------------------------------------------------------

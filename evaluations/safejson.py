@@ -28,59 +28,63 @@ class TooDeep(json.JSONDecodeError):
         super().__init__(f"nested more than {limit} levels deep (evalsite reads at most {limit})", doc, pos)
 
 
-def deepest(data: bytes, limit: int = MAX_DEPTH) -> tuple[int, int | None]:
+def deepest(data: bytes, limit: int = MAX_DEPTH, closes: list[int] | None = None) -> tuple[int, int | None]:
     """(deepest nesting seen, byte offset where it first exceeded `limit`, or None).
 
     Brackets inside strings do not count; a quote after an odd run of backslashes does not
-    end a string."""
+    end a string. With `closes`, the offset of every bracket that closes back to depth 1 is
+    appended to it (where each container inside the top-level value ends)."""
     depth = 0
     inside = 0  # 1 while a string is open at the chunk boundary
-    run = 0  # backslashes at the end of the previous chunk
     best = 0
     for start in range(0, len(data), _CHUNK):
-        arr = np.frombuffer(data[start:start + _CHUNK], dtype=np.uint8)
-        n = len(arr)
+        arr = np.frombuffer(data, dtype=np.uint8, count=min(_CHUNK, len(data) - start), offset=start)
         quotes = arr == _QUOTE
-        slashes = arr == _BACKSLASH
-        if slashes.any() or run:
-            index = np.arange(n, dtype=np.int64)
-            last_other = np.maximum.accumulate(np.where(slashes, -1, index))
-            # Backslashes right before each position (the run may start in earlier chunks).
-            before = np.empty(n, dtype=np.int64)
-            before[0] = run
-            before[1:] = index[:-1] - last_other[:-1]
-            before[1:][last_other[:-1] < 0] += run
-            quotes &= (before & 1) == 0
-            tail = int(n - 1 - last_other[-1])
-            run = tail + run if last_other[-1] < 0 else tail
+        # A quote right after a backslash may be escaped: only those few are looked at, by
+        # counting the run of backslashes before each (it may reach into earlier chunks).
+        maybe = np.flatnonzero(quotes[1:] & (arr[:-1] == _BACKSLASH)) + 1
+        if start and arr[0] == _QUOTE and data[start - 1] == _BACKSLASH:
+            maybe = np.concatenate(([0], maybe))
+        for at in maybe.tolist():
+            i = start + at - 1
+            while i >= 0 and data[i] == _BACKSLASH:
+                i -= 1
+            if (start + at - 1 - i) & 1:
+                quotes[at] = False
         # Only the quotes and brackets matter: work on those few positions.
         opens = (arr == _OPEN_ARRAY) | (arr == _OPEN_OBJECT)
-        closes = (arr == _CLOSE_ARRAY) | (arr == _CLOSE_OBJECT)
-        where = np.flatnonzero(quotes | opens | closes)
+        shut = (arr == _CLOSE_ARRAY) | (arr == _CLOSE_OBJECT)
+        where = np.flatnonzero(quotes | opens | shut)
         if not len(where):
             continue
         is_quote = quotes[where]
         # uint8 sums wrap, but keep their parity: all the string state needs.
         parity = (np.cumsum(is_quote.view(np.uint8), dtype=np.uint8) + np.uint8(inside)) & 1
         outside = (parity == 0) & ~is_quote
-        delta = opens[where].astype(np.int8) - closes[where].astype(np.int8)
+        is_close = shut[where]
+        delta = opens[where].astype(np.int8) - is_close.astype(np.int8)
         delta[~outside] = 0
         levels = np.cumsum(delta, dtype=np.int32) + depth  # a chunk moves at most _CHUNK levels
         top = int(levels.max())
         if top > limit:
             return top, start + int(where[int(np.argmax(levels > limit))])
+        if closes is not None:
+            closes.extend((start + where[is_close & outside & (levels == 1)]).tolist())
         best = max(best, top)
         depth = int(levels[-1])
         inside = int(parity[-1])
     return best, None
 
 
-def check_depth(data: bytes | str, limit: int = MAX_DEPTH) -> None:
-    """Raise TooDeep when `data` nests arrays and objects more than `limit` levels deep."""
+def check_depth(data: bytes | str, limit: int = MAX_DEPTH, closes: list[int] | None = None) -> None:
+    """Raise TooDeep when `data` nests arrays and objects more than `limit` levels deep.
+
+    With `closes` (bytes only), fill it as `deepest` does; it stays empty for a document with
+    too few brackets to be worth measuring."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return  # too few brackets to nest that deep: no need to look closer
-    _, where = deepest(raw, limit)
+    _, where = deepest(raw, limit, closes)
     if where is not None:
         doc = data if isinstance(data, str) else data.decode("utf-8", "replace")
         # JSONDecodeError's position counts characters, not bytes.

@@ -5,6 +5,7 @@ PostgreSQL too (DATABASE_URL=postgres://...), where the lock is an advisory lock
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import urllib.request
@@ -51,3 +52,32 @@ def test_16_concurrent_first_views_compute_the_comparison_once(live_server: Any,
     computed = [r for r in caplog.records if r.getMessage().startswith("comparison computed")]
     assert len(computed) == 1, [r.getMessage() for r in computed]
     assert Comparison.objects.filter(baseline=baseline, candidate=candidate).count() == 1
+
+
+@pytest.mark.django_db
+def test_the_stored_rows_read_as_the_summary_does(acme: Project) -> None:
+    """The pages read a stored comparison a page at a time (its head and case rows); a
+    comparison of runs still going is read from its summary in memory. Both give the same
+    cases, filters, scatter and neighbours."""
+    from evaluations.review import comparison
+    from tests.compare_helpers import generated_outputs, generated_version, make_run
+
+    version = generated_version(acme, 120)
+    baseline = make_run(acme, version, generated_outputs(120, wrong={5, 7}))
+    candidate = make_run(acme, version, generated_outputs(120, wrong=set(range(1, 120, 9))))
+    stored = comparison.comparison_source(baseline=baseline, candidate=candidate)
+    assert stored.comparison_id is not None
+    summary = comparison.compare(comparison.run_data(baseline), comparison.run_data(candidate))
+    memory = comparison.CaseSource(comparison.head_of(summary), None, summary)
+    assert stored.head == json.loads(json.dumps(memory.head))
+    for status in ("all", comparison.REGRESSED, comparison.IMPROVED, comparison.UNCHANGED_PASS):
+        for q in ("", "case_01", "CASE_00"):
+            rows, expected = stored.cases(status, q), memory.cases(status, q)
+            assert rows.count() == len(expected)
+            assert list(rows[0:len(expected)]) == json.loads(json.dumps(expected)), (status, q)
+            for case in expected[:3] + expected[-3:]:
+                assert stored.neighbours(case["id"], status, q) == memory.neighbours(case["id"], status, q)
+        assert stored.first(status, 4) == json.loads(json.dumps(memory.first(status, 4)))
+    for criterion in summary["points"]:
+        assert list(stored.scatter(criterion)) == json.loads(json.dumps(memory.scatter(criterion)))
+    assert stored.neighbours("no such case", "all") == memory.neighbours("no such case", "all")

@@ -625,3 +625,41 @@ class TestImport:
         assert (first.created, again.created) == (True, False)
         assert again.version.pk == first.version.pk
         assert EvalCase.objects.filter(version=first.version).count() == 2
+
+
+# --- Large files: the outline reads the first cases and skips to the members after the list --
+
+
+def _many_cases(count: int) -> list[dict[str, Any]]:
+    return [{"eval_id": f"c{i}", "conversation": [{"invocation_id": "t1", "user_content": {
+        "parts": [{"text": f"question {i} with ] and }} and \\\" inside"}], "role": "user"}}]} for i in range(count)]
+
+
+def test_a_file_with_sorted_keys_is_read_whole_past_its_first_cases() -> None:
+    """eval_set_id and name come after eval_cases (sorted keys); 120 cases, more than the
+    outline reads, with brackets and escaped quotes in their text."""
+    doc = {"eval_set_id": "sorted_set", "name": "Sorted", "creation_timestamp": 1.5, "eval_cases": _many_cases(120)}
+    data = json.dumps(doc, indent=1, sort_keys=True).encode()
+    assert data.index(b'"eval_cases"') < data.index(b'"eval_set_id"')
+    [parsed] = read_upload([SourceFile("sorted.evalset.json", data)])
+    assert (parsed.format, parsed.evalset.eval_set_id, parsed.evalset.name) == ("adk", "sorted_set", "Sorted")
+    assert [c.eval_id for c in parsed.evalset.eval_cases] == [f"c{i}" for i in range(120)]
+    assert parsed.evalset.eval_cases[119].conversation[0].user_content.get_text() == (
+        'question 119 with ] and } and \\" inside')
+
+
+@pytest.mark.parametrize("damage", ["case", "tail"])
+def test_a_syntax_error_past_the_first_cases_is_located(damage: str) -> None:
+    doc = {"eval_set_id": "broken", "eval_cases": _many_cases(120), "name": "after"}
+    text = json.dumps(doc, indent=2)
+    if damage == "case":
+        text = text.replace('"eval_id": "c100",', '"eval_id": "c100"')  # a missing comma
+        snippet = '"eval_id": "c100"'
+    else:
+        text = text.replace('"name": "after"', '"name": "after",')  # a trailing comma
+        snippet = '"name": "after",'
+    with pytest.raises(EvalSetImportError) as caught:
+        read_upload([SourceFile("broken.evalset.json", text.encode())])
+    assert caught.value.code == "invalid_json"
+    [problem] = caught.value.problems
+    assert problem.line is not None and abs(problem.line - line_of(text, snippet)) <= 1

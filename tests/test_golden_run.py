@@ -188,8 +188,30 @@ def _comparison(baseline: Run, candidate: Run) -> Any:
     stored = Comparison.objects.filter(baseline=baseline, candidate=candidate).first()
     assert stored is not None, "the candidate's comparison with its baseline was not stored"
     # result ids differ between databases; the eval ids say which case it is
-    return {"summary": _no_ids(stored.summary), "counts": stored.counts, "version": stored.version,
-            "walk": [[status, eval_id] for status, _, eval_id in json.loads(stored.walk)]}
+    # What the pages read (the head, a row per case, each criterion's scatter) mirrors the summary.
+    from evaluations.review import comparison
+
+    summary = comparison.stored_summary(stored)
+    assert summary is not None and stored.summary == {}  # kept in a row of its own
+    assert json.loads(stored.head) == json.loads(json.dumps(comparison.head_of(summary)))
+    rows = [(position, *row) for position, row in enumerate(stored.case_rows.order_by("position").values_list(
+        "eval_id", "status", "baseline_passed", "baseline_repeats", "baseline_outcome", "candidate_passed",
+        "candidate_repeats", "candidate_outcome", "baseline_result_id", "candidate_result_id", "scores"))]
+    # (the scores' JSON compared as values: PostgreSQL's jsonb keeps the summary's keys in its own order)
+    assert [(*row[:-1], json.loads(row[-1])) for row in rows] == [
+        (*row[:-1], json.loads(row[-1])) for row in comparison.case_rows_of(summary)]
+    expected = {}
+    for criterion in summary["points"]:
+        groups, scored = comparison.scatter_groups(summary, criterion)
+        expected[criterion] = (json.loads(json.dumps(groups)), scored)
+    assert {s.criterion: (json.loads(s.points), s.scored) for s in stored.scatters.all()} == expected
+    return {"summary": _no_ids(summary), "counts": stored.counts, "version": stored.version,
+            "walk": [[status, eval_id] for status, eval_id in rows_walk(stored)]}
+
+
+def rows_walk(stored: Comparison) -> list[tuple[str, str]]:
+    """The comparison's case order as the drill-down walks it: (status, eval_id) by position."""
+    return list(stored.case_rows.order_by("position").values_list("status", "eval_id"))
 
 
 def _no_ids(value: Any) -> Any:

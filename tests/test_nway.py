@@ -309,3 +309,18 @@ def test_means_from_the_run_summary_agree_with_the_scores(runs: list[Run]) -> No
         assert cell.n == other.n
         assert cell.mean == pytest.approx(other.mean)
         assert (cell.low, cell.high) == pytest.approx((other.low, other.high))
+
+
+@pytest.mark.django_db
+def test_stored_pairwise_criteria_are_read_in_one_query(runs: list[Run]) -> None:
+    """Stored comparisons give their criteria extracted by the database (from the summary's
+    own row), not decoded whole or computed again."""
+    from evaluations.review import comparison
+
+    reference, others = runs[0], runs[1:]
+    computed = nway.pairwise_criteria(reference, others)  # computes and stores any missing
+    with CaptureQueriesContext(connection) as queries:
+        again = nway.pairwise_criteria(reference, others)
+    assert len(queries) == 1
+    assert again == computed == {
+        run.pk: comparison.comparison_get(baseline=reference, candidate=run)["criteria"] for run in others}

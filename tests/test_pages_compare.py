@@ -7,6 +7,7 @@ order_status never calls get_order).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -16,7 +17,8 @@ from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
-from evaluations.models import Comparison, Membership, Project, Run
+from evaluations.models import Comparison, ComparisonSummary, Membership, Project, Run
+from evaluations.review import comparison
 from evaluations.runs import services as runs
 from evaluations.web.templatetags.evalsite import plotly_bundle
 from tests.compare_helpers import (
@@ -218,9 +220,15 @@ def test_the_comparison_is_stored_and_reused(pair: tuple[Run, Run], alice_client
     baseline, candidate = pair
     alice_client.get(compare_url(candidate, baseline))
     stored = Comparison.objects.get(baseline=baseline, candidate=candidate)
-    assert stored.summary["counts"]["regressed"] == 2
-    # Make the stored numbers recognisably different: a reused comparison shows them.
-    stored.summary["counts"]["regressed"] = 99
+    summary = comparison.stored_summary(stored)
+    assert summary is not None and summary["counts"]["regressed"] == 2
+    # Make the stored numbers recognisably different: a reused comparison shows them. The
+    # page reads the stored head (the summary less its cases) and the case rows.
+    head = json.loads(stored.head)
+    assert head["counts"] == summary["counts"]
+    assert stored.case_rows.count() == len(summary["cases"])
+    head["counts"]["regressed"] = 99
+    stored.head = json.dumps(head)
     stored.save()
     # The page body rendered from it is cached too: the same HTML until the cache is emptied.
     page = html(alice_client.get(compare_url(candidate, baseline)))
@@ -260,7 +268,9 @@ def test_a_run_that_finishes_again_invalidates_its_comparisons(pair: tuple[Run, 
     baseline, candidate = pair
     alice_client.get(compare_url(candidate, baseline))
     stored = Comparison.objects.get()
-    stored.summary["counts"]["regressed"] = 99
+    head = json.loads(stored.head)
+    head["counts"]["regressed"] = 99
+    stored.head = json.dumps(head)
     stored.save()
     first_computed = stored.computed_at
     assert runs.run_retry_failed(run=candidate) == 2
@@ -401,7 +411,7 @@ def test_a_finished_run_is_compared_with_its_default_baseline_when_it_completes(
     baseline, candidate = pair
     stored = Comparison.objects.get(baseline=baseline, candidate=candidate)
     assert stored.candidate_finished_at == candidate.finished_at
-    assert stored.summary["counts"]["regressed"] == 2
+    assert stored.counts["regressed"] == 2 == comparison.stored_summary(stored)["counts"]["regressed"]
 
 
 # --- CSV download -------------------------------------------------------------------------
@@ -423,7 +433,8 @@ def test_the_comparison_downloads_as_csv_with_scores_and_deltas(pair: tuple[Run,
     assert f"compare-{baseline.pk}-{candidate.pk}.csv" in response["Content-Disposition"]
     header, *rows = csv_table(response)
     assert header[:4] == ["eval_id", "status", "baseline_outcome", "candidate_outcome"]
-    summary = Comparison.objects.get(baseline=baseline, candidate=candidate).summary
+    summary = comparison.stored_summary(Comparison.objects.get(baseline=baseline, candidate=candidate))
+    assert summary is not None
     assert [row[0] for row in rows] == [case["id"] for case in summary["cases"]]
     by_id = {row[0]: dict(zip(header, row, strict=True)) for row in rows}
     assert by_id["weather_tokyo"]["status"] == "regressed"
@@ -450,9 +461,11 @@ def test_the_comparison_csv_keeps_formulas_as_text(acme: Project, alice_client: 
     version = generated_version(acme, 3, eval_set_id="formulas")
     baseline = make_run(acme, version, generated_outputs(3))
     candidate = make_run(acme, version, generated_outputs(3, wrong={1}))
-    summary = Comparison.objects.get(baseline=baseline, candidate=candidate).summary
+    stored = Comparison.objects.get(baseline=baseline, candidate=candidate)
+    summary = comparison.stored_summary(stored)
+    assert summary is not None
     summary["cases"][0]["id"] = '=HYPERLINK("http://evil.example","x")'
-    Comparison.objects.filter(baseline=baseline, candidate=candidate).update(summary=summary)
+    ComparisonSummary.objects.filter(comparison=stored).update(summary=summary)
     rows = csv_table(alice_client.get(reverse("compare_csv") + f"?baseline={baseline.pk}&candidate={candidate.pk}"))
     assert rows[1][0] == "'=HYPERLINK(\"http://evil.example\",\"x\")"
 

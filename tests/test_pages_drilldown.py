@@ -233,29 +233,36 @@ def test_the_walk_follows_the_filter_it_was_given(pair: tuple[Run, Run], alice_c
     assert prev_link is not None and "status=all" in prev_link.group(1)
 
 
-def test_the_walk_is_read_from_the_stored_comparisons_compact_columns(pair: tuple[Run, Run],
-                                                                      alice_client: Client) -> None:
-    from evaluations.models import Comparison
+def test_the_walk_is_read_from_the_stored_comparisons_case_rows(pair: tuple[Run, Run],
+                                                                 alice_client: Client) -> None:
+    from evaluations.models import Comparison, ComparisonCase
     from evaluations.review import comparison
 
     baseline, candidate = pair
     stored = Comparison.objects.get(baseline=baseline, candidate=candidate)
     assert stored.version == comparison.SUMMARY_VERSION
-    assert stored.counts == stored.summary["counts"]
-    assert json.loads(stored.walk) == [[c["s"], c["cr"], c["id"]] for c in stored.summary["cases"]]
-    # Reorder the stored walk: the drill-down follows it (it does not decode the summary).
-    rows = json.loads(stored.walk)
-    tokyo = next(row for row in rows if row[2] == "weather_tokyo")
-    rows.remove(tokyo)
-    Comparison.objects.filter(pk=stored.pk).update(walk=json.dumps([tokyo, *rows]))
+    summary = comparison.stored_summary(stored)
+    assert summary is not None and stored.counts == summary["counts"] == json.loads(stored.head)["counts"]
+    rows = list(stored.case_rows.order_by("position").values_list("status", "candidate_result_id", "eval_id"))
+    assert rows == [(c["s"], c["cr"], c["id"]) for c in summary["cases"]]
+    # Move the case to the front of the stored rows: the drill-down follows them (it does not
+    # decode the summary).
+    tokyo = stored.case_rows.get(eval_id="weather_tokyo")
+    assert tokyo.position == 1
+    first = stored.case_rows.get(position=0)
+    ComparisonCase.objects.filter(pk=first.pk).update(position=10_000)
+    ComparisonCase.objects.filter(pk=tokyo.pk).update(position=0)
+    ComparisonCase.objects.filter(pk=first.pk).update(position=1)
     page = html(alice_client.get(drill_url(candidate, "weather_tokyo", baseline=baseline.pk, status="all")))
     assert "case 1 of 8" in page
-    # A walk stored by an older version is recomputed and stored again.
-    Comparison.objects.filter(pk=stored.pk).update(version=0, walk="")
+    # A comparison stored by an older version (without rows) is recomputed and stored again.
+    Comparison.objects.filter(pk=stored.pk).update(version=0, head="")
+    ComparisonCase.objects.filter(comparison=stored).delete()
     page = html(alice_client.get(drill_url(candidate, "weather_tokyo", baseline=baseline.pk, status="all")))
     assert "case 2 of 8" in page
     stored.refresh_from_db()
-    assert stored.version == comparison.SUMMARY_VERSION and json.loads(stored.walk)[1][2] == "weather_tokyo"
+    assert stored.version == comparison.SUMMARY_VERSION
+    assert stored.case_rows.get(position=1).eval_id == "weather_tokyo"
 
 
 # --- Size ---------------------------------------------------------------------------------
@@ -274,8 +281,9 @@ def test_the_drilldown_query_count_does_not_grow_with_the_run(count: int, acme: 
     url = reverse("run_case", args=[candidate.pk, result.pk]) + f"?baseline={baseline.pk}"
     alice_client.get(url)  # warms the stored comparison and the session's project
     # the same for 5 and 300 cases; 2 of them the triage panel's (the case's triage, the members),
-    # 1 the repeats switcher's (the run's other repeats of the case), 3 the grades panel's (the
-    # user's role, the criteria's scores, the grades)
-    with django_assert_num_queries(16):
+    # 1 the repeats switcher's (the run's other repeats of the case), 5 the walk's (the stored
+    # comparison's head; the case's row, its index in the filtered list, the results either side),
+    # 3 the grades panel's (the user's role, the criteria's scores, the grades)
+    with django_assert_num_queries(20):
         page = html(alice_client.get(url))
     assert "arguments differ" in page

@@ -296,3 +296,21 @@ def test_a_scenario_case_is_not_runnable_without_a_simulator_and_driven_by_one_w
     turns = driven.output["turns"]
     assert len(turns) == 2  # the starting prompt, then one simulated message, then the stop signal
     assert len(llm.requests) == 2
+
+
+@pytest.mark.django_db
+def test_a_runs_result_ids_run_in_case_position_then_iteration_order(acme: Project) -> None:
+    """The run page lists a run's results by id (the (run, id) index gives a page without
+    sorting the run): that is the eval set's order only because run_create writes them so."""
+    from evaluations.runs.page import ResultFilters, results_table, run_criteria
+
+    version = import_demo(acme)
+    wanted = list(version.cases.order_by("-position").values_list("eval_id", flat=True))[:5]
+    run = runs.run_create(project=acme, version=version, target_kind="uploaded", outputs=_outputs(perfect_outputs()),
+                          iterations=3, eval_ids=wanted, enqueue=False)
+    by_id = list(CaseResult.objects.filter(run=run).order_by("pk").values_list("case__position", "iteration"))
+    assert len(by_id) == 15 and by_id == sorted(by_id)
+    table = results_table(run, run_criteria(run), ResultFilters())
+    assert [(r.eval_id, r.iteration) for r in table.rows] == list(
+        CaseResult.objects.filter(run=run).order_by("case__position", "iteration")
+        .values_list("case__eval_id", "iteration"))

@@ -47,15 +47,24 @@ import json
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from evaluations.bulk import insert_rows
 from evaluations.locks import exclusive
-from evaluations.models import CaseResult, Comparison, Run, Score
+from evaluations.models import (
+    CaseResult,
+    Comparison,
+    ComparisonCase,
+    ComparisonScatter,
+    ComparisonSummary,
+    Run,
+    Score,
+)
 from evaluations.review.baselines import baseline_for
 from evaluations.review.statistics import (
     CONFIDENCE as CONFIDENCE,
@@ -152,7 +161,7 @@ logger = logging.getLogger(__name__)
 
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
 # version are recomputed on their next view.
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4  # 4: stored with a row per case and a head (older ones are recomputed on view)
 
 # Above this many points the paired scatter keeps every changed case and a sample of the rest.
 SCATTER_MAX_POINTS = 2000
@@ -425,32 +434,303 @@ def comparison_get(*, baseline: Run, candidate: Run) -> dict[str, Any]:
     cacheable = baseline.is_finished and candidate.is_finished
     if not cacheable:
         return compare(run_data(baseline), run_data(candidate))
-    stored = _stored(baseline, candidate, "summary")
-    if stored is not None:
-        return stored.summary
+    found = _stored_summary(baseline, candidate)
+    if found is not None:
+        return found
     # Many first views at once (a link posted to the team): one computes, the others wait
     # for the lock and then read what it stored.
     with exclusive("comparison", baseline.pk, candidate.pk):
-        stored = _stored(baseline, candidate, "summary")
-        if stored is not None:
-            return stored.summary
+        found = _stored_summary(baseline, candidate)
+        if found is not None:
+            return found
         summary = compare(run_data(baseline), run_data(candidate))
         comparison_store(baseline=baseline, candidate=candidate, summary=summary)
         logger.info("comparison computed: run %s vs run %s", baseline.pk, candidate.pk)
     return summary
 
 
+def _stored_summary(baseline: Run, candidate: Run) -> dict[str, Any] | None:
+    stored = _stored(baseline, candidate)
+    if stored is None:
+        return None
+    return stored_summary(stored)
+
+
+def stored_summary(stored: Comparison) -> dict[str, Any] | None:
+    """The whole summary of a stored comparison (kept in a row of its own)."""
+    found = ComparisonSummary.objects.filter(comparison=stored).values_list("summary", flat=True).first()
+    return found if isinstance(found, dict) and found else None
+
+
 def comparison_store(*, baseline: Run, candidate: Run, summary: dict[str, Any]) -> None:
-    """Keep the summary of two finished runs, valid while their `finished_at` stay these."""
+    """Keep the summary of two finished runs, valid while their `finished_at` stay these: the
+    summary itself (the API, the CSV and the N-way page read it whole), its head, a row per
+    case and each criterion's scatter (what the pages read, a page at a time)."""
     with contextlib.suppress(IntegrityError), transaction.atomic():  # a concurrent view stored the pair first
-        Comparison.objects.update_or_create(
+        stored, _ = Comparison.objects.update_or_create(
             baseline=baseline, candidate=candidate,
-            defaults={"summary": summary, "computed_at": timezone.now(),
+            defaults={"summary": {}, "computed_at": timezone.now(),
                       "baseline_finished_at": baseline.finished_at,
                       "candidate_finished_at": candidate.finished_at,
-                      "version": SUMMARY_VERSION, "counts": summary["counts"],
-                      "walk": json.dumps(walk_rows(summary), separators=(",", ":"))},
+                      "version": SUMMARY_VERSION, "counts": summary["counts"], "walk": "",
+                      "head": _compact(head_of(summary))},
         )
+        ComparisonSummary.objects.update_or_create(comparison=stored, defaults={"summary": summary})
+        ComparisonCase.objects.filter(comparison=stored).delete()
+        ComparisonScatter.objects.filter(comparison=stored).delete()
+        insert_rows(ComparisonCase, ["comparison_id", *_CASE_FIELDS],
+                    [(stored.pk, *row) for row in case_rows_of(summary)])
+        scatters = []
+        for criterion in summary["points"]:
+            groups, scored = scatter_groups(summary, criterion)
+            scatters.append((stored.pk, criterion, _compact(groups), scored))
+        insert_rows(ComparisonScatter, ["comparison_id", "criterion", "points", "scored"], scatters)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# The summary's case entry keys and the ComparisonCase fields that hold them.
+_CASE_KEYS = {"id": "eval_id", "s": "status", "bp": "baseline_passed", "bn": "baseline_repeats",
+              "bo": "baseline_outcome", "cp": "candidate_passed", "cn": "candidate_repeats",
+              "co": "candidate_outcome", "br": "baseline_result_id", "cr": "candidate_result_id"}
+_CASE_FIELDS = ("position", *_CASE_KEYS.values(), "scores")
+
+
+def head_of(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary less its cases and points, plus what the page needs of those: how many
+    cases, and how many regressions failed in every repeat of several."""
+    head = {key: value for key, value in summary.items() if key not in ("cases", "points")}
+    head["total"] = len(summary["cases"])
+    head["regressed_repeated"] = sum(1 for case in summary["cases"] if case["s"] == REGRESSED and case["cn"] >= 2)
+    return head
+
+
+def total_of(summary: dict[str, Any]) -> int:
+    """How many cases a summary or a head has."""
+    return summary["total"] if "total" in summary else len(summary["cases"])
+
+
+def _case_scores(summary: dict[str, Any]) -> list[dict[str, list[float]]]:
+    """Per case (by index): {criterion: [baseline, candidate]}."""
+    out: list[dict[str, list[float]]] = [{} for _ in summary["cases"]]
+    for criterion, points in summary["points"].items():
+        for index, x, y in points:
+            out[index][criterion] = [x, y]
+    return out
+
+
+def case_rows_of(summary: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The ComparisonCase rows of a summary (`_CASE_FIELDS`, without the comparison)."""
+    scores = _case_scores(summary)
+    return [(position, *(case[key] for key in _CASE_KEYS), _compact(scores[position]))
+            for position, case in enumerate(summary["cases"])]
+
+
+def scatter_groups(summary: dict[str, Any], criterion: str) -> tuple[list[list[Any]], int]:
+    """The paired scatter of one criterion, grouped: cases with the same scores and status are
+    one point (an unchanged 10,000-case run is mostly one dot at 1, 1) standing for how many
+    there are, named by its first case. Cases only the baseline has are left out (no result
+    to open). Past `SCATTER_MAX_POINTS` points every moved case is kept and the unchanged ones
+    are taken in order. ([[x, y, status, eval_id, candidate result id, count], ...], how many
+    cases have both scores)."""
+    cases = summary["cases"]
+    points = summary["points"].get(criterion, [])
+    groups: dict[tuple[float, float, str], list[Any]] = {}
+    for index, x, y in sorted(points):
+        case = cases[index]
+        if case["cr"] is not None:
+            group = groups.get((x, y, case["s"]))
+            if group is None:
+                groups[(x, y, case["s"])] = [x, y, case["s"], case["id"], case["cr"], 1]
+            else:
+                group[5] += 1
+    keys = list(groups)
+    if len(keys) > SCATTER_MAX_POINTS:
+        moved = [k for k in keys if k[0] != k[1] or k[2] != UNCHANGED_PASS]
+        still = [k for k in keys if k[0] == k[1] and k[2] == UNCHANGED_PASS]
+        keys = moved + still[:max(0, SCATTER_MAX_POINTS - len(moved))]
+    return [groups[k] for k in keys], len(points)
+
+
+class _Counted:
+    """A queryset whose count is already known (a page's paginator need not count it)."""
+
+    def __init__(self, rows: Any, count: int):
+        self.rows, self._count = rows, count
+
+    def count(self) -> int:
+        return self._count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, item: Any) -> Any:
+        return self.rows[item]
+
+
+def _raw(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A ComparisonCase as values_list(*_CASE_KEYS fields, "scores") into a summary case entry
+    (with its scores under "sc")."""
+    raw = dict(zip(_CASE_KEYS, row[:-1], strict=True))
+    raw["sc"] = json.loads(row[-1])
+    return raw
+
+
+class _Rows:
+    """Raw case entries of a filtered ComparisonCase queryset, sliced in the database."""
+
+    def __init__(self, queryset: Any):
+        self.queryset = queryset.values_list(*_CASE_KEYS.values(), "scores")
+
+    def count(self) -> int:
+        return int(self.queryset.count())
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, item: Any) -> Any:
+        if isinstance(item, slice):
+            return [_raw(row) for row in self.queryset[item]]
+        return _raw(self.queryset[item])
+
+
+@dataclass
+class CaseSource:
+    """A comparison as the pages read it: `head` (`head_of`) and its cases a page at a time,
+    from the stored rows (`comparison_id`) or, for runs still going, from the summary computed
+    for this request."""
+
+    head: dict[str, Any]
+    comparison_id: int | None = None
+    summary: dict[str, Any] | None = None
+
+    def _memory(self) -> list[dict[str, Any]]:
+        assert self.summary is not None
+        if "_sc" not in self.__dict__:
+            scores = _case_scores(self.summary)
+            self.__dict__["_sc"] = [{**case, "sc": scores[i]} for i, case in enumerate(self.summary["cases"])]
+        return self.__dict__["_sc"]
+
+    def cases(self, status: str, q: str = "") -> Any:
+        """The case entries with `status` ("all" for every one) whose eval_id contains q, in
+        the comparison's order: a sliceable sequence with `count()` (for a Paginator)."""
+        q = q.strip()
+        if self.comparison_id is None:
+            folded = q.casefold()
+            return [case for case in self._memory() if (status == "all" or case["s"] == status)
+                    and (not folded or folded in case["id"].casefold())]
+        rows = ComparisonCase.objects.filter(comparison_id=self.comparison_id).order_by("position")
+        if status != "all":
+            rows = rows.filter(status=status)
+        if q:
+            return _Rows(rows.filter(eval_id__icontains=q))
+        known = self.head["total"] if status == "all" else self.head["counts"].get(status, 0)
+        return _Counted(_Rows(rows), known)
+
+    def first(self, status: str, limit: int) -> list[dict[str, Any]]:
+        return list(self.cases(status)[:limit])
+
+    def scatter(self, criterion: str) -> tuple[list[list[Any]], int]:
+        """`scatter_groups` of one criterion."""
+        if self.comparison_id is None:
+            assert self.summary is not None
+            return scatter_groups(self.summary, criterion)
+        found = (ComparisonScatter.objects.filter(comparison_id=self.comparison_id, criterion=criterion)
+                 .values_list("points", "scored").first())
+        return (json.loads(found[0]), found[1]) if found else ([], 0)
+
+    def neighbours(self, eval_id: str, status: str, q: str = "") -> Walked:
+        """Where a case sits in the filtered list and the candidate results before and after
+        it (a removed case has none to open): a few indexed queries for stored rows."""
+        if self.comparison_id is None:
+            cases = self._memory()
+            own = next((case["s"] for case in cases if case["id"] == eval_id), None)
+            rows = self.cases(status, q)
+            index = next((i for i, case in enumerate(rows) if case["id"] == eval_id), None)
+            before = after = None
+            if index is not None:
+                before = next((c["cr"] for c in reversed(rows[:index]) if c["cr"] is not None), None)
+                after = next((c["cr"] for c in rows[index + 1:] if c["cr"] is not None), None)
+            return Walked(own, index, len(rows), before, after)
+        mine = (ComparisonCase.objects.filter(comparison_id=self.comparison_id, eval_id=eval_id)
+                .values_list("position", "status").first())
+        listed = ComparisonCase.objects.filter(comparison_id=self.comparison_id)
+        if status != "all":
+            listed = listed.filter(status=status)
+        if q.strip():
+            listed = listed.filter(eval_id__icontains=q.strip())
+            total = listed.count()
+        else:
+            total = self.head["total"] if status == "all" else self.head["counts"].get(status, 0)
+        if mine is None:
+            return Walked(None, None, total, None, None)
+        position, own = mine
+        index = None
+        before = after = None
+        if (status == "all" or own == status) and (not q.strip() or q.strip().casefold() in eval_id.casefold()):
+            # positions run 0, 1, 2, ... so unfiltered the index is the position itself
+            index = position if status == "all" and not q.strip() else listed.filter(position__lt=position).count()
+            with_result = listed.filter(candidate_result_id__isnull=False)
+            before = (with_result.filter(position__lt=position).order_by("-position")
+                      .values_list("candidate_result_id", flat=True).first())
+            after = (with_result.filter(position__gt=position).order_by("position")
+                     .values_list("candidate_result_id", flat=True).first())
+        return Walked(own, index, total, before, after)
+
+
+def cases_with_status(comparisons: Sequence[Comparison],
+                      status: str | Collection[str]) -> dict[int, list[dict[str, Any]]]:
+    """Per stored comparison, its case entries with `status` (one, or any of several) in the
+    comparison's order (one query over the case rows; a comparison stored before there were
+    rows, from its summary)."""
+    statuses = {status} if isinstance(status, str) else set(status)
+    out: dict[int, list[dict[str, Any]]] = {c.pk: [] for c in comparisons}
+    rowed = [c.pk for c in comparisons if c.version >= 4]
+    for row in (ComparisonCase.objects.filter(comparison_id__in=rowed, status__in=statuses)
+                .order_by("comparison_id", "position").values_list("comparison_id", *_CASE_KEYS.values(), "scores")
+                if rowed else []):
+        out[row[0]].append(_raw(row[1:]))
+    for c in comparisons:
+        if c.version < 4:
+            out[c.pk] = [case for case in (c.summary or {}).get("cases", []) if case.get("s") in statuses]
+    return out
+
+
+@dataclass(frozen=True)
+class Walked:
+    """A case in a comparison's filtered list: its own status, its index there (None when the
+    filter leaves it out), how many the list holds, and the candidate results either side."""
+
+    status: str | None
+    index: int | None
+    total: int
+    previous: int | None
+    next: int | None
+
+
+def comparison_source(*, baseline: Run, candidate: Run) -> CaseSource:
+    """What the pages read of a comparison: for two finished runs the stored head and rows
+    (computed and stored on first use; one small query after that), else the summary computed
+    for this request."""
+    if baseline.is_finished and candidate.is_finished:
+        stored = _stored(baseline, candidate, "head")
+        if stored is None or not stored.head:
+            comparison_get(baseline=baseline, candidate=candidate)  # computes and stores it
+            stored = _stored(baseline, candidate, "head")
+        if stored is not None and stored.head:
+            return CaseSource(json.loads(stored.head), stored.pk)
+    summary = compare(run_data(baseline), run_data(candidate))
+    return CaseSource(head_of(summary), None, summary)
+
+
+def eval_ids_with_status(*, baseline: Run, candidate: Run, status: str, limit: int | None = None) -> list[str]:
+    """The eval ids of a comparison's cases with `status`, in its order (one query over the
+    stored case rows for two finished runs), at most `limit` of them."""
+    cases = comparison_source(baseline=baseline, candidate=candidate).cases(status)
+    picked = cases[:limit] if limit is not None else cases[:len(cases)]
+    return list(dict.fromkeys(case["id"] for case in picked))
 
 
 def stored_stamp(*, baseline: Run, candidate: Run, **annotations: Any) -> str | None:
@@ -474,34 +754,6 @@ def stored_counts(*, baseline: Run, candidate: Run) -> dict[str, int] | None:
         return None
     stored = _stored(baseline, candidate, "counts")
     return stored.counts if stored is not None and stored.counts else None
-
-
-# A case in the comparison's order, as the drill-down walks it: (status, candidate result id, eval_id).
-WalkRow = tuple[str, int | None, str]
-
-
-def walk_rows(summary: dict[str, Any]) -> list[WalkRow]:
-    return [(case["s"], case["cr"], case["id"]) for case in summary["cases"]]
-
-
-@dataclass(frozen=True)
-class WalkData:
-    counts: dict[str, int]
-    rows: list[WalkRow]
-
-
-def comparison_walk(*, baseline: Run, candidate: Run) -> WalkData:
-    """The status counts and case order of a comparison, without the rest of the summary.
-
-    A case drill-down needs only these; for two finished runs they come from the stored
-    comparison's compact columns (decoding the whole summary of a 10,000-case comparison
-    would cost more than the rest of the page)."""
-    if baseline.is_finished and candidate.is_finished:
-        stored = _stored(baseline, candidate, "counts", "walk")
-        if stored is not None and stored.walk:
-            return WalkData(stored.counts, [(s, cr, eval_id) for s, cr, eval_id in json.loads(stored.walk)])
-    summary = comparison_get(baseline=baseline, candidate=candidate)
-    return WalkData(summary["counts"], walk_rows(summary))
 
 
 def default_baseline(candidate: Run) -> Run | None:
@@ -554,12 +806,6 @@ def filter_cases(summary: dict[str, Any], status: str, q: str = "") -> list[dict
             if (status == "all" or case["s"] == status) and (not q or q in case["id"].casefold())]
 
 
-def filter_walk(rows: list[WalkRow], status: str, q: str = "") -> list[WalkRow]:
-    """`filter_cases` for the drill-down's compact rows."""
-    q = q.strip().casefold()
-    return [row for row in rows if (status == "all" or row[0] == status) and (not q or q in row[2].casefold())]
-
-
 def csv_rows(summary: dict[str, Any], cases: list[dict[str, Any]]) -> Iterable[list[Any]]:
     """The comparison as a table, one row per case of `cases` (the summary's, maybe filtered):
     status, both outcomes, and per criterion the baseline and candidate scores and their delta."""
@@ -606,7 +852,7 @@ def headline(summary: dict[str, Any]) -> str:
     if counts.get(PENDING):
         so_far = (f"{counts.get(REGRESSED, 0)} regression{'' if counts.get(REGRESSED, 0) == 1 else 's'} and "
                   f"{counts.get(IMPROVED, 0)} improvement{'' if counts.get(IMPROVED, 0) == 1 else 's'} so far")
-        return (f"The candidate is still running: {counts[PENDING]:,} of {len(summary['cases']):,} cases pending; "
+        return (f"The candidate is still running: {counts[PENDING]:,} of {total_of(summary):,} cases pending; "
                 f"the verdict waits until it finishes ({so_far})")
     parts = [f"{counts.get(REGRESSED, 0)} regression{'' if counts.get(REGRESSED, 0) == 1 else 's'}, "
              f"{counts.get(IMPROVED, 0)} improvement{'' if counts.get(IMPROVED, 0) == 1 else 's'}"
@@ -618,7 +864,7 @@ def headline(summary: dict[str, Any]) -> str:
     # whether each case's flip reproduces is said beside the case.
     from evaluations.review.verdict import overall
 
-    parts.append(overall(counts, len(summary["cases"])))
+    parts.append(overall(counts, total_of(summary)))
     delta_p95 = summary["latency"]["delta_p95"]
     if delta_p95 is not None:
         parts.append(f"p95 latency {signed_seconds(delta_p95)}")

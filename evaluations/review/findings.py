@@ -100,12 +100,12 @@ def repeats_text(raw: dict[str, Any]) -> str:
     return f"{before} → {after}"
 
 
-def findings(summary: dict[str, Any], candidate: Run, statuses: Sequence[str] = (comparison.REGRESSED,),
+def findings(source: comparison.CaseSource, candidate: Run, statuses: Sequence[str] = (comparison.REGRESSED,),
              limit: int = LIMIT) -> dict[str, list[Finding]]:
-    """The first `limit` cases of each of `statuses` (in the summary's order), explained."""
+    """The first `limit` cases of each of `statuses` (in the comparison's order), explained."""
     from evaluations.review.selectors import trajectory_settings
 
-    chosen = {status: [c for c in summary["cases"] if c["s"] == status][:limit] for status in statuses}
+    chosen = {status: source.first(status, limit) for status in statuses}
     pks = [c["cr"] for cases in chosen.values() for c in cases if c["cr"] is not None]
     results = ({r.pk: r for r in CaseResult.objects.filter(pk__in=pks, run=candidate).select_related("case")}
                if pks else {})

@@ -318,7 +318,7 @@ def pairwise_criteria(reference: Run, others: list[Run], *, compute: bool = True
     for candidate_id, version, baseline_at, candidate_at, criteria in (
             Comparison.objects.filter(baseline=reference, candidate_id__in=list(finished))
             .values_list("candidate_id", "version", "baseline_finished_at", "candidate_finished_at",
-                         "summary__criteria")):
+                         "full__summary__criteria")):
         if (version == comparison.SUMMARY_VERSION and baseline_at == reference.finished_at
                 and candidate_at == finished[candidate_id] and isinstance(criteria, list)):
             found[candidate_id] = criteria

@@ -16,7 +16,7 @@ from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOp
 from evaluations.models import Project, Run
 from evaluations.review import comparison
 from evaluations.review.baselines import baseline_choice, mismatches
-from evaluations.review.comparison import IMPROVED, REGRESSED, CaseRow, comparison_walk, stored_counts
+from evaluations.review.comparison import IMPROVED, REGRESSED, CaseRow, comparison_source, stored_counts
 from evaluations.runs import listing as run_listing
 from evaluations.runs.listing import HomePage
 from evaluations.schemas.evalset import EvalConfig, MatchType
@@ -168,7 +168,7 @@ def baseline_link(candidate: Run) -> BaselineLink | None:
     regressions = improvements = None
     if baseline.is_finished and candidate.is_finished:
         counts = (stored_counts(baseline=baseline, candidate=candidate)  # one small column
-                  or comparison_walk(baseline=baseline, candidate=candidate).counts)
+                  or comparison_source(baseline=baseline, candidate=candidate).head["counts"])
         regressions, improvements = counts.get(REGRESSED, 0), counts.get(IMPROVED, 0)
     before, after = _pass_rate(baseline), _pass_rate(candidate)
     return BaselineLink(candidate.pk, baseline.pk, choice.reason, tuple(mismatches(baseline, candidate)),

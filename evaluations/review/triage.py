@@ -318,22 +318,22 @@ def _untriaged_items(project: Project) -> list[tuple[Comparison, dict[str, Any],
                   .select_related("assignee").annotate(last_comment_at=Max("comments__created_at"))):
             triage[(t.evalset_id, t.branch, t.eval_id)] = t
     # What still fails in each branch's latest run, from that run's comparisons.
+    def where(c: Comparison) -> tuple[int, str]:
+        return (c.candidate.evalset_version.evalset_id, c.candidate.branch)
+
+    newest = [c for c in comparisons if latest.get(where(c)) == c.candidate_id]
     failing_now: dict[tuple[int, str], set[str]] = {}
-    for c in comparisons:
-        where = (c.candidate.evalset_version.evalset_id, c.candidate.branch)
-        if latest.get(where) == c.candidate_id:
-            failing_now.setdefault(where, set()).update(
-                case["id"] for case in (c.summary or {}).get("cases", []) if case.get("s") in STILL_FAILING)
+    for c_pk, cases in comparison.cases_with_status(newest, STILL_FAILING).items():
+        c = next(n for n in newest if n.pk == c_pk)
+        failing_now.setdefault(where(c), set()).update(case["id"] for case in cases)
     items: list[tuple[Comparison, dict[str, Any], Triage | None]] = []
     seen: set[tuple[int, str, str]] = set()
+    regressed = comparison.cases_with_status(comparisons, comparison.REGRESSED)
     for c in comparisons:  # newest first: a case is listed with the latest run it regressed in
-        evalset_id = c.candidate.evalset_version.evalset_id
-        where = (evalset_id, c.candidate.branch)
-        is_latest = latest.get(where) == c.candidate_id
-        for case in (c.summary or {}).get("cases", []):
-            if case.get("s") != comparison.REGRESSED:
-                continue
-            if not is_latest and case["id"] not in failing_now.get(where, ()):
+        evalset_id, branch = where(c)
+        is_latest = latest.get((evalset_id, branch)) == c.candidate_id
+        for case in regressed[c.pk]:
+            if not is_latest and case["id"] not in failing_now.get((evalset_id, branch), ()):
                 continue  # it passes again (or the latest run was not compared yet)
             key = (evalset_id, c.candidate.branch, case["id"])
             if key in seen:  # the same case against another baseline, or in an older run

@@ -74,12 +74,14 @@ def reproducibility(repeats: int) -> str:
 def reproducibility_line(summary: dict[str, Any]) -> str:
     """Question 1 for all the regressions at once: "2 reproducible (failed in every repeat)
     · 1 flaky"."""
-    regressed = [case for case in summary["cases"] if case["s"] == REGRESSED]
+    if "regressed_repeated" in summary:  # a stored comparison's head (comparison.head_of)
+        repeated = summary["regressed_repeated"]
+    else:
+        repeated = sum(1 for case in summary["cases"] if case["s"] == REGRESSED and case["cn"] >= 2)
     parts = []
-    repeated = sum(1 for case in regressed if case["cn"] >= 2)
     if repeated:
         parts.append(f"{repeated} regression{'' if repeated == 1 else 's'} reproducible: failed in every repeat")
-    single = len(regressed) - repeated
+    single = summary["counts"].get(REGRESSED, 0) - repeated
     if single:
         parts.append(f"{single} regression{'' if single == 1 else 's'} seen in one repeat only "
                      "(run ≥ 2 iterations to tell if flaky)")

@@ -194,6 +194,8 @@ def run_create(
                     status, error = CaseResult.Status.NOT_RUNNABLE, "not runnable: needs a user simulator"
                     not_runnable += 1
                 rows.append((run.pk, case_pk, iteration, status, output, error, 0, stamp, stamp))
+        # In (case position, iteration) order, in one go: the run page lists a run's results
+        # by id, trusting their ids to run in this order (runs.page.results_table).
         executemany(CaseResult, ["run_id", "case_id", "iteration", "status", "output", "error", "attempts",
                                   "created_at", "updated_at"], rows, json_columns={"output"})
         Run.objects.filter(pk=run.pk).update(cases_total=len(rows), cases_missing=missing,

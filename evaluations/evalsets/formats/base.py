@@ -202,8 +202,9 @@ class SourceFile:
             raise EvalSetImportError("empty", [Problem("the file is empty", file=self.name)])
         self.check_encoding()
         try:
-            safejson.check_depth(self.data)  # ijson would build any depth; what reads it next would not
-            return _stream_outline(self.data)
+            closes: list[int] = []  # where each container inside the top level ends
+            safejson.check_depth(self.data, closes=closes)  # ijson would build any depth; what reads it next would not
+            return _stream_outline(self.data, closes)
         except (ijson.JSONError, ValueError, UnicodeDecodeError):
             # Say where it breaks (json's errors have a line and column; ijson's do not), or
             # take what json accepts beyond strict JSON (NaN, say) from a full parse.
@@ -225,8 +226,12 @@ class SourceFile:
             return
         try:
             yield from ijson.items(self.data, f"{key}.item", use_float=True)
-        except (ijson.JSONError, ValueError) as exc:  # pragma: no cover - the outline read it first
-            raise EvalSetImportError("invalid_json", [Problem(f"not valid JSON: {exc}", file=self.name)]) from None
+        except (ijson.JSONError, ValueError) as exc:
+            # The outline read only the first items; a syntax error further on is found here,
+            # and json says where it is.
+            _ = self.json  # raises the located invalid_json error
+            raise EvalSetImportError(  # pragma: no cover - json accepted what ijson refused
+                "invalid_json", [Problem(f"not valid JSON: {exc}", file=self.name)]) from None
 
     def try_json(self) -> tuple[Any, str | None]:
         """(document, None) or (None, why it is not JSON): for sniffing without raising."""
@@ -334,7 +339,11 @@ def _outline_of(doc: Any) -> Any:
     return doc
 
 
-def _stream_outline(data: bytes) -> Any:
+def _stream_outline(data: bytes, closes: list[int]) -> Any:
+    """The outline (see `SourceFile.json_outline`) from one pass of ijson over the header and
+    the first cases. The rest of the case list is not parsed here (the reader streams it
+    next): `closes` (from the depth check) says where it ends, and the members after it are
+    read from there."""
     events = ijson.basic_parse(data, use_float=True)
     first, value = next(events)
     if first == "start_array":
@@ -342,6 +351,7 @@ def _stream_outline(data: bytes) -> Any:
     if first != "start_map":
         return _build(first, value, events)
     out: dict[str, Any] = {}
+    containers = 0  # members before this one whose value is an array or an object
     for event, value in events:
         if event == "end_map":
             break
@@ -350,9 +360,23 @@ def _stream_outline(data: bytes) -> Any:
         if key == OUTLINE_KEY and event == "start_array":
             out[key], ended = _first_items(events, OUTLINE_ITEMS)
             if not ended:
+                if containers < len(closes):
+                    # Skip to the array's closing bracket; what follows is `, "key": value
+                    # ... }` (read as an object) or the closing brace.
+                    tail = data[closes[containers] + 1:].lstrip()
+                    if tail[:1] == b",":
+                        rest = json.loads(b"{" + tail[1:])  # a syntax error: located by the caller
+                        if not isinstance(rest, dict):  # pragma: no cover - `{` starts an object
+                            raise ValueError("not an object")
+                        out.update(rest)
+                    elif tail[:1] != b"}" or tail[1:].strip():
+                        raise ValueError("not valid JSON after the case list")
+                    return out
                 _skip_rest_of_array(events)
         else:
             out[key] = _build(event, value, events)
+        if event in ("start_map", "start_array"):
+            containers += 1
     for _ in events:  # trailing garbage is a syntax error too
         pass
     return out

@@ -124,8 +124,7 @@ class Command(BaseCommand):
             baseline = Run.objects.filter(pk=options["baseline"] or 0, project=run.project).first()
             if baseline is None:
                 raise CommandError("--status needs --baseline: a run of the same project")
-            walk = comparison.comparison_walk(baseline=baseline, candidate=run)
-            eval_ids += [eval_id for status, _, eval_id in walk.rows if status == options["status"]]
+            eval_ids += comparison.eval_ids_with_status(baseline=baseline, candidate=run, status=options["status"])
         eval_ids = list(dict.fromkeys(eval_ids))
         if not eval_ids:
             raise CommandError("no cases to promote: give --eval-id, or --status with --baseline")

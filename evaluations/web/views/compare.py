@@ -198,29 +198,30 @@ class ComparePage:
         return dict((style.key, n) for style, n in self.counts).get(comparison.IMPROVED, 0)
 
 
-def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], status: str, q: str, criterion: str,
-                 page: Any) -> ComparePage:
+def compare_page(*, baseline: Run, candidate: Run, source: comparison.CaseSource, status: str, q: str,
+                 criterion: str, page: Any) -> ComparePage:
+    """The page from the comparison's head and one page of its cases (`comparison.CaseSource`):
+    the same few queries for 5 cases or 100,000."""
+    summary = source.head
     criteria = [CriterionRow(**c) for c in summary["criteria"]]
     names = [c.name for c in criteria]
     if criterion not in names:
         lead = comparison.lead_criteria(summary)
         criterion = lead[0]["name"] if lead else (names[0] if names else "")
     walk = Walk(baseline.pk, candidate.pk, status, q)
-    scores = comparison.scores_by_case(summary, criterion)
-    indices = {id(case): i for i, case in enumerate(summary["cases"])}
-    matching = comparison.filter_cases(summary, status, q)
-    paginated = Paginator(matching, CASES_PER_PAGE).get_page(page)
+    paginated = Paginator(source.cases(status, q), CASES_PER_PAGE).get_page(page)
     rows = []
     triage = triage_by_case(baseline=baseline, candidate=candidate, eval_ids=[raw["id"] for raw in paginated])
     for raw in paginated.object_list:
-        row = comparison.case_row(raw, scores.get(indices[id(raw)]))
+        pair = raw["sc"].get(criterion)
+        row = comparison.case_row(raw, (pair[0], pair[1]) if pair else None)
         rows.append(LinkedCase(row, case_link(row, baseline, candidate, walk), triage.get(row.eval_id)))
-    paginated.object_list = rows  # type: ignore[assignment]
+    paginated.object_list = rows
 
     base_url = reverse("compare")
     filters = []
     for key in FILTERS:
-        count = len(summary["cases"]) if key == "all" else summary["counts"].get(key, 0)
+        count = comparison.total_of(summary) if key == "all" else summary["counts"].get(key, 0)
         if key != "all" and not count and key != status:
             continue
         params: dict[str, Any] = {"baseline": baseline.pk, "candidate": candidate.pk, "status": key}
@@ -231,14 +232,14 @@ def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], stat
         filters.append(FilterChip(key, STATUSES.get(key), count, base_url + "?" + urlencode(params), key == status))
 
     latency = summary["latency"]
-    found = findings(summary, candidate, (comparison.REGRESSED, comparison.IMPROVED))
+    found = findings(source, candidate, (comparison.REGRESSED, comparison.IMPROVED))
     return ComparePage(
         baseline=baseline, candidate=candidate, baseline_label=run_label(baseline),
         candidate_label=run_label(candidate), live=not (baseline.is_finished and candidate.is_finished),
         headline=comparison.headline(summary), counts=list(comparison.statuses_in(summary)),
-        total_cases=len(summary["cases"]), criteria=criteria, latency=latency_rows(latency), status=status, q=q,
-        filters=filters, cases=paginated, criterion=criterion, walk=walk,
-        scatter_html=_scatter(summary, criterion, scores, baseline, candidate, walk) if criterion else "",
+        total_cases=comparison.total_of(summary), criteria=criteria, latency=latency_rows(latency), status=status,
+        q=q, filters=filters, cases=paginated, criterion=criterion, walk=walk,
+        scatter_html=_scatter(source, criterion, candidate, walk) if criterion else "",
         latency_html=to_html(latency_ecdf(latency["baseline"]["quantiles"], latency["candidate"]["quantiles"]))
         if latency["baseline"]["quantiles"] or latency["candidate"]["quantiles"] else "",
         deltas_html=to_html(delta_bars([DeltaBar(c.name, c.delta, c.ci_low, c.ci_high, c.n, c.verdict)
@@ -253,35 +254,21 @@ def compare_page(*, baseline: Run, candidate: Run, summary: dict[str, Any], stat
     )
 
 
-def _scatter(summary: dict[str, Any], criterion: str, scores: dict[int, tuple[float, float]], baseline: Run,
-             candidate: Run, walk: Walk) -> str:
-    """The paired scatter of one criterion. Cases with the same scores and status are one
-    point (an unchanged 10,000-case run is mostly one dot at 1, 1): the hover says how many
-    it stands for. Past `SCATTER_MAX_POINTS` points every moved case is kept and the
-    unchanged ones are sampled in order, and the chart says so."""
-    cases = summary["cases"]
+def _scatter(source: comparison.CaseSource, criterion: str, candidate: Run, walk: Walk) -> str:
+    """The paired scatter of one criterion, from its grouped points (`comparison.scatter_groups`:
+    one point per score pair and status, saying how many cases it stands for; past
+    `SCATTER_MAX_POINTS` every moved case and a sample of the rest, and the chart says so)."""
+    groups, scored = source.scatter(criterion)
     # One reverse() for all points: a URL per point would cost more than the chart.
     marker = 987654321
     pattern = reverse("run_case", args=[candidate.pk, marker])
     query = walk.query()
-    groups: dict[tuple[float, float, str], list[int]] = {}
-    for i in sorted(scores):
-        if cases[i]["cr"] is not None:
-            x, y = scores[i]
-            groups.setdefault((x, y, cases[i]["s"]), []).append(i)
-    keys = list(groups)
     note = ""
-    if len(keys) > comparison.SCATTER_MAX_POINTS:
-        moved = [k for k in keys if k[0] != k[1] or k[2] != comparison.UNCHANGED_PASS]
-        still = [k for k in keys if k[0] == k[1] and k[2] == comparison.UNCHANGED_PASS]
-        keys = moved + still[:max(0, comparison.SCATTER_MAX_POINTS - len(moved))]
-        shown = sum(len(groups[k]) for k in keys)
-        note = f"showing {shown:,} of {len(scores):,} cases: every changed one"
-    points = []
-    for key in keys:
-        first = cases[groups[key][0]]
-        points.append(ScatterPoint(first["id"], key[0], key[1], key[2],
-                                   pattern.replace(str(marker), str(first["cr"])) + query, len(groups[key])))
+    shown = sum(group[5] for group in groups)
+    if shown < scored:  # the unchanged cases were sampled
+        note = f"showing {shown:,} of {scored:,} cases: every changed one"
+    points = [ScatterPoint(eval_id, x, y, status, pattern.replace(str(marker), str(cr)) + query, count)
+              for x, y, status, eval_id, cr, count in groups]
     return to_html(paired_scatter(points, criterion, note=note)) if points else ""
 
 
@@ -453,11 +440,11 @@ def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) ->
         cached = cache.get(key)
         if cached is not None:
             return mark_safe(cached)  # noqa: S308 - our own rendered (escaped) template output
-    summary = comparison.comparison_get(baseline=baseline, candidate=candidate)
-    status = params[0] or comparison.default_filter(summary["counts"])
+    source = comparison.comparison_source(baseline=baseline, candidate=candidate)
+    status = params[0] or comparison.default_filter(source.head["counts"])
     if status not in FILTERS:
         status = "all"
-    page = compare_page(baseline=baseline, candidate=candidate, summary=summary, status=status,
+    page = compare_page(baseline=baseline, candidate=candidate, source=source, status=status,
                         q=params[1].strip(), criterion=params[2], page=params[3] or 1)
     template = "evaluations/compare/_cases.html" if partial else "evaluations/compare/_body.html"
     body = render_to_string(template, {"page": page}, request)

@@ -377,7 +377,7 @@ def run_promote_form(request: HttpRequest, run_pk: int) -> HttpResponse:
     )
     if not can_upload(request.user, run.project):
         return HttpResponse("")
-    counts = comparison.comparison_walk(baseline=baseline, candidate=run).counts
+    counts = comparison.comparison_source(baseline=baseline, candidate=run).head["counts"]
     choices = [(s, counts.get(s, 0)) for s in PROMOTABLE if counts.get(s)]
     targets = list(
         EvalSet.objects.filter(project=run.project)
@@ -425,10 +425,8 @@ def run_promote_selected(request: HttpRequest, run_pk: int) -> HttpResponse:
             )
     elif not eval_ids and status in PROMOTABLE and baseline_id is not None:
         baseline = get_object_or_404(runs_visible_to(request.user), pk=baseline_id, project=run.project)
-        walk = comparison.comparison_walk(baseline=baseline, candidate=run)
-        eval_ids = list(dict.fromkeys(eval_id for row_status, _, eval_id in walk.rows if row_status == status))[
-            :BULK_LIMIT
-        ]
+        eval_ids = comparison.eval_ids_with_status(baseline=baseline, candidate=run, status=status,
+                                                   limit=BULK_LIMIT)
     target_pk = _number(request.POST.get("target")) or run.evalset_version.evalset_id
     target = get_object_or_404(EvalSet.objects.select_related("project"), pk=target_pk, project=run.project)
     _require_edit(request, target)

@@ -501,26 +501,21 @@ def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_r
     )
 
 
-def stepper(walk_data: comparison.WalkData, walk: Walk, eval_id: str,
+def stepper(source: comparison.CaseSource, walk: Walk, eval_id: str,
             run: Run) -> tuple[comparison.StatusStyle | None, Stepper]:
     """Where the case sits in the comparison's filtered list, and its neighbours that the
     candidate has (a removed case has no candidate result to open)."""
-    status = next((comparison.STATUSES[s] for s, _, case_id in walk_data.rows if case_id == eval_id), None)
-    rows = comparison.filter_walk(walk_data.rows, walk.status, walk.q)
-    index = next((i for i, row in enumerate(rows) if row[2] == eval_id), None)
+    found = source.neighbours(eval_id, walk.status, walk.q)
     query = walk.query()
 
-    def url(result_pk: int) -> str:
-        return reverse("run_case", args=[run.pk, result_pk]) + query
+    def url(result_pk: int | None) -> str | None:
+        return None if result_pk is None else reverse("run_case", args=[run.pk, result_pk]) + query
 
-    previous_url = next_url = None
-    if index is not None:
-        previous_url = next((url(cr) for _, cr, _ in reversed(rows[:index]) if cr is not None), None)
-        next_url = next((url(cr) for _, cr, _ in rows[index + 1:] if cr is not None), None)
-    page = (index // CASES_PER_PAGE + 1) if index is not None else 1
+    page = (found.index // CASES_PER_PAGE + 1) if found.index is not None else 1
     label = "case" if walk.status == "all" else comparison.STATUSES[walk.status].label
-    return status, Stepper(index + 1 if index is not None else 0, len(rows), label, previous_url, next_url,
-                           walk.compare_url(page))
+    return (comparison.STATUSES[found.status] if found.status else None,
+            Stepper(found.index + 1 if found.index is not None else 0, found.total, label, url(found.previous),
+                    url(found.next), walk.compare_url(page)))
 
 
 @login_required
@@ -547,10 +542,10 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
     page = drill_page(run=run, result=result, baseline=baseline, baseline_result=baseline_result)
     triage_panel: dict[str, Any] | None = None
     if baseline is not None:
-        walk_data = comparison.comparison_walk(baseline=baseline, candidate=run)
-        status = request.GET.get("status") or comparison.default_filter(walk_data.counts)
+        source = comparison.comparison_source(baseline=baseline, candidate=run)
+        status = request.GET.get("status") or comparison.default_filter(source.head["counts"])
         walk = Walk(baseline.pk, run.pk, status if status in FILTERS else "all", request.GET.get("q", "").strip())
-        page.status, page.stepper = stepper(walk_data, walk, result.case.eval_id, run)
+        page.status, page.stepper = stepper(source, walk, result.case.eval_id, run)
         # The case's triage in this comparison: read by everyone, changed by members.
         triage_panel = panel_context(user=request.user, project=run.project, candidate=run, result=result,
                                      baseline=baseline)
