@@ -16,11 +16,13 @@ import pytest
 
 from evaluations.evalsets.formats import EvalSetImportError, SourceFile, files_from_paths, read_upload
 from evaluations.evalsets.formats.adk import reader
-from evaluations.evalsets.formats.base import ParsedEvalSet
+from evaluations.evalsets.formats.base import CaseSink, ParsedEvalSet
 from evaluations.evalsets.formats.native import reader as native_reader
 from evaluations.evalsets.services import evalset_import
 from evaluations.models import EvalCase, EvalSetVersion, Project
+from evaluations.schemas.evalset import EvalCase as NativeEvalCase
 from evaluations.schemas.evalset import MatchType, ToolCall
+from evaluations.schemas.text import nul_free
 from tests.conftest import DATA, REALWORLD
 
 FIXTURES = DATA / "adk"
@@ -663,3 +665,48 @@ def test_a_syntax_error_past_the_first_cases_is_located(damage: str) -> None:
     assert caught.value.code == "invalid_json"
     [problem] = caught.value.problems
     assert problem.line is not None and abs(problem.line - line_of(text, snippet)) <= 1
+
+
+class _DumpCheckingSink(CaseSink):
+    """Records, for each case the reader hands over with its dict, that the dict is the
+    model's dump (the import writes its columns from the dict)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checked: list[tuple[str, bool]] = []
+
+    def keep(self, position: int, case: NativeEvalCase, dumped: dict[str, Any] | None = None) -> None:
+        super().keep(position, case, dumped)
+        if dumped is not None:
+            self.checked.append((case.eval_id, dumped == case.model_dump(mode="json")))
+
+
+@pytest.mark.parametrize("folder", [FIXTURES, ADK], ids=["fixtures", "google-adk"])
+def test_each_converted_case_is_its_models_dump(folder: Path) -> None:
+    """Every ADK eval set of the tests (scripted and scenario cases, rubrics, tool responses,
+    invocation events, camelCase): the converter's dict equals `model_dump(mode="json")` of
+    the validated case, field for field and default for default."""
+    files = folder_files(folder)
+    companions = [f for f in files if reader.is_companion(f)]
+    evalsets = [f for f in files if f not in companions and reader.sniff(f) is None]
+    checked = []
+    for file in evalsets:
+        if file.name.startswith("broken") or not isinstance(file.json_outline, dict):
+            continue  # broken on purpose; the list formats hand over models only
+        sink = _DumpCheckingSink()
+        with nul_free([file.data]):
+            reader.parse(file, companions, sink=sink)
+        assert sink.checked, file.name
+        checked += sink.checked
+    assert checked and all(same for _, same in checked), [eval_id for eval_id, same in checked if not same]
+
+
+def test_a_case_with_a_nul_is_dumped_from_its_model() -> None:
+    """With a NUL in the file the model's strings differ from the dict's: no dict is handed over."""
+    doc = {"eval_set_id": "s", "eval_cases": [{"eval_id": "a\u0000b", "conversation": [
+        {"user_content": {"parts": [{"text": "hi"}], "role": "user"}}]}]}
+    file = SourceFile("nul.evalset.json", json.dumps(doc).encode())
+    sink = _DumpCheckingSink()
+    with nul_free([file.data]):
+        reader.parse(file, [], sink=sink)
+    assert sink.checked == [] and sink.cases[0].eval_id == "a\ufffdb"

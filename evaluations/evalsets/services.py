@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import zipfile
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +19,7 @@ from evaluations.bulk import insert_rows
 from evaluations.evalsets.formats import ParsedEvalSet, SourceFile, read_upload
 from evaluations.evalsets.formats.base import CaseSink, gc_paused
 from evaluations.models import OPEN_VERSION, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
+from evaluations.safejson import compact_encoder
 from evaluations.schemas.evalset import EvalCase as NativeCase
 
 DEFAULT_PROJECT_SLUG = "default"
@@ -84,8 +84,8 @@ class _CaseRows(CaseSink):
         self.turns = 0
         self.tool_calls = 0
 
-    def keep(self, position: int, case: NativeCase) -> None:
-        row = _case_row(position, case)
+    def keep(self, position: int, case: NativeCase, dumped: dict[str, Any] | None = None) -> None:
+        row = _case_row(position, case, dumped)
         case_hash = case_content_hash(case.eval_id, case.name, row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)])
         self.digest.update(case_hash.encode())
         self.rows.append((*row, case_hash))
@@ -130,11 +130,12 @@ def _content_hash(parsed: ParsedEvalSet, rows: _CaseRows) -> str:
         evaluator_config=parsed.evaluator_config, cases_digest=rows.digest.hexdigest())
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# The canonical text: sorted keys, compact, not ASCII-escaped (what migration 0010 hashed).
+_encode = compact_encoder(sort_keys=True)
 
 
 def _canonical(value: Any) -> bytes:
-    return _ENCODER.encode(value).encode()
+    return _encode(value).encode()
 
 
 def _store(*, project: Project, parsed: ParsedEvalSet, user: Any,
@@ -214,14 +215,16 @@ _JSON_AT = _CASE_COLUMNS.index(_CASE_JSON_COLUMNS[0])
 _EMPTY_TEXT = {"[]": "[]", "{}": "{}", "None": "null"}
 
 
-def _case_row(position: int, case: NativeCase) -> tuple[Any, ...]:
+def _case_row(position: int, case: NativeCase, dumped: dict[str, Any] | None = None) -> tuple[Any, ...]:
     """A row (see `_CASE_COLUMNS`) whose JSON columns hold canonical text (sorted keys,
-    compact), written once and used both for the content hash and for the insert."""
-    dumped = case.model_dump(mode="json")
+    compact), written once and used both for the content hash and for the insert.
+    `dumped`: the case's `model_dump(mode="json")` when the reader already has it."""
+    if dumped is None:
+        dumped = case.model_dump(mode="json")
     first_user = case.conversation[0].user_content.get_text() if case.conversation else ""
     if not first_user and case.conversation_scenario:
         first_user = case.conversation_scenario.starting_prompt or case.conversation_scenario.conversation_plan
-    texts = [(None if dumped[name] else _EMPTY_TEXT.get(repr(dumped[name]))) or _ENCODER.encode(dumped[name])
+    texts = [(None if dumped[name] else _EMPTY_TEXT.get(repr(dumped[name]))) or _encode(dumped[name])
              for name in _CASE_JSON_COLUMNS]
     return (position, case.eval_id, case.name[:255], "|" + "|".join(case.tags) + "|" if case.tags else "",
             *texts, first_user[:2000], len(case.conversation),

@@ -5,7 +5,6 @@ how a run survives killed workers and duplicated tasks."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -21,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from evaluations.bulk import insert_rows
 from evaluations.evalsets.formats.base import gc_paused
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
@@ -37,6 +37,7 @@ from evaluations.models import (
 from evaluations.runs.exports import case_native_dict
 from evaluations.runs.loading import PendingResult, load_pending
 from evaluations.runs.summary import run_summary
+from evaluations.safejson import compact_encoder
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import AgentOutput
@@ -361,28 +362,14 @@ def _store_traces(run: Run, prepared: list[Any]) -> None:
                               for span in spans], batch_size=1000)
 
 
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def dumps(value: Any) -> str:
-    return _JSON.encode(value)
+dumps = compact_encoder()
 
 
 def executemany(model: Any, columns: list[str], rows: list[tuple[Any, ...]],
                  json_columns: frozenset[str] | set[str] = frozenset()) -> None:
-    """INSERT many rows, a few hundred per statement: Django's bulk_create builds a model
-    instance and resolves every field for each row, ten times the cost at 100,000 scores,
-    and one statement per row would be a round trip each on PostgreSQL."""
-    if not rows:
-        return
-    jsonb = "::jsonb" if connection.vendor == "postgresql" else ""
-    one = "(" + ", ".join(f"%s{jsonb}" if c in json_columns else "%s" for c in columns) + ")"
-    head = f"INSERT INTO {model._meta.db_table} ({', '.join(connection.ops.quote_name(c) for c in columns)}) VALUES "  # noqa: S608
-    per_statement = max(1, 900 // len(columns))  # under SQLite's 999 bound parameters on old builds
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), per_statement):
-            chunk = rows[start:start + per_statement]
-            cursor.execute(head + ", ".join([one] * len(chunk)), [v for row in chunk for v in row])
+    """INSERT many rows (see `evaluations.bulk`): Django's bulk_create builds a model
+    instance and resolves every field for each row, ten times the cost at 100,000 scores."""
+    insert_rows(model, columns, rows, json_columns=json_columns)
 
 
 def _update_results(prepared: list[Any], now: Any, *, store_outputs: bool) -> None:

@@ -313,7 +313,9 @@ class CaseSink:
         self._positions: dict[str, int] = {}
         self.source_name: str | None = None  # named in a too_many_cases error
 
-    def add(self, case: EvalCase) -> None:
+    def add(self, case: EvalCase, dumped: dict[str, Any] | None = None) -> None:
+        """Take the next case; `dumped`, when the reader has it, is exactly the case's
+        `model_dump(mode="json")` (spares the sink a dump)."""
         if self.count >= max_cases():
             raise too_many_cases(self.source_name)
         position = self.count
@@ -321,9 +323,9 @@ class CaseSink:
         first = self._positions.setdefault(case.eval_id, position)
         if first != position:
             self.duplicates.append((case.eval_id, first, position))
-        self.keep(position, case)
+        self.keep(position, case, dumped)
 
-    def keep(self, position: int, case: EvalCase) -> None:
+    def keep(self, position: int, case: EvalCase, dumped: dict[str, Any] | None = None) -> None:
         self.cases.append(case)
 
 
