@@ -17,8 +17,13 @@ from typing import Any
 from django.db import connection
 
 
-def insert_rows(model: Any, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], *,
-                json_columns: frozenset[str] | set[str] = frozenset()) -> None:
+def insert_rows(
+    model: Any,
+    columns: Sequence[str],
+    rows: Sequence[tuple[Any, ...]],
+    *,
+    json_columns: frozenset[str] | set[str] = frozenset(),
+) -> None:
     if not rows:
         return
     jsonb = "::jsonb" if connection.vendor == "postgresql" else ""
@@ -32,5 +37,5 @@ def insert_rows(model: Any, columns: Sequence[str], rows: Sequence[tuple[Any, ..
     per_statement = max(1, 900 // len(columns))  # under SQLite's 999 bound parameters on old builds
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
-            chunk = rows[start:start + per_statement]
+            chunk = rows[start : start + per_statement]
             cursor.execute(head + ", ".join([one] * len(chunk)), [v for row in chunk for v in row])
