@@ -28,8 +28,10 @@ def _warm_worker(sender: Any, proc_name: str = "", **kwargs: Any) -> None:
     takes half a second), not inside the first batch it is given."""
     import evaluations.tasks  # noqa: F401
     from evaluations.evaluators import registry
+    from evaluations.evaluators.rouge import warm_up
 
     registry()
+    warm_up()  # rouge-score and nltk are imported on first use
 
 
 def _on_run_completion(run: Any) -> Any:

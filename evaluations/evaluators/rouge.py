@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-
-from nltk.stem import porter
-from rouge_score import rouge_scorer, tokenize, tokenizers
+from collections import Counter
+from typing import Any
 
 from evaluations.evaluators.base import Evaluator, Level, ScoreResult, aligned_turns, register, text_of
 from evaluations.evaluators.output import actual_value
@@ -51,53 +50,71 @@ def _is_mark(char: str) -> bool:
     return unicodedata.category(char).startswith("M")
 
 
-class UnicodeAwareTokenizer(tokenizers.Tokenizer):
-    """ADK's `_UnicodeAwareTokenizer` (google-adk 2.13, `final_response_match_v1.py`): NFKC and
-    lower case; each CJK character is a token; Thai, Lao, Khmer and Myanmar split into a base
-    character with its combining marks; other characters that are alphanumeric or combining
-    marks make words, everything else separates them; an ASCII word goes through rouge-score's
-    own tokenisation (a-z0-9 only, Porter stemming of words longer than 3 letters), a
-    non-ASCII word ("zürich", "привет") is one token as it is, never stemmed.
+@functools.cache
+def _rouge() -> Any:
+    """rouge-score and nltk, imported on first use: nltk takes about half a second to import,
+    which a process that only lists the evaluators (a web process creating a run) need not
+    pay. Queue workers import it as they start (evaluations.apps)."""
+    from nltk.stem import porter
+    from rouge_score import rouge_scorer, tokenize, tokenizers
 
-    The stems and whole texts are memoised: nltk's stemmer costs about 60 us a word, and eval
-    sets repeat their words all the time. The scores are the same to the bit."""
+    class _CachedStemmer:
+        def __init__(self) -> None:
+            self.stem = functools.lru_cache(maxsize=200_000)(porter.PorterStemmer().stem)
 
-    def __init__(self, use_stemmer: bool = True) -> None:
-        self._stemmer = _CachedStemmer() if use_stemmer else None
+    class UnicodeAwareTokenizer(tokenizers.Tokenizer):  # type: ignore[misc]
+        """ADK's `_UnicodeAwareTokenizer` (google-adk 2.13, `final_response_match_v1.py`): NFKC
+        and lower case; each CJK character is a token; Thai, Lao, Khmer and Myanmar split into a
+        base character with its combining marks; other characters that are alphanumeric or
+        combining marks make words, everything else separates them; an ASCII word goes through
+        rouge-score's own tokenisation (a-z0-9 only, Porter stemming of words longer than 3
+        letters), a non-ASCII word ("zürich", "привет") is one token as it is, never stemmed.
 
-    @functools.lru_cache(maxsize=20_000)  # noqa: B019 - one module-level instance, kept for good
-    def tokenize(self, text: str) -> list[str]:
-        text = unicodedata.normalize("NFKC", text).lower()
-        chars: list[str] = []
-        for char in text:
-            if _is_cjk(char):
-                chars.extend((" ", char, " "))
-            elif _is_non_spaced_script(char):
-                chars.append(char if _is_mark(char) else " " + char)
-            elif char.isalnum() or _is_mark(char):
-                chars.append(char)
-            else:
-                chars.append(" ")
-        tokens: list[str] = []
-        for word in "".join(chars).split():
-            if word.isascii():
-                tokens.extend(tokenize.tokenize(word, self._stemmer))
-            else:
-                tokens.append(word)
-        return tokens
+        The stems are memoised: nltk's stemmer costs about 60 us a word, and eval sets repeat
+        their words all the time. The scores are the same to the bit."""
+
+        def __init__(self, use_stemmer: bool = True) -> None:
+            self._stemmer = _CachedStemmer() if use_stemmer else None
+
+        def tokenize(self, text: str) -> list[str]:
+            text = unicodedata.normalize("NFKC", text).lower()
+            chars: list[str] = []
+            for char in text:
+                if _is_cjk(char):
+                    chars.extend((" ", char, " "))
+                elif _is_non_spaced_script(char):
+                    chars.append(char if _is_mark(char) else " " + char)
+                elif char.isalnum() or _is_mark(char):
+                    chars.append(char)
+                else:
+                    chars.append(" ")
+            tokens: list[str] = []
+            for word in "".join(chars).split():
+                if word.isascii():
+                    tokens.extend(tokenize.tokenize(word, self._stemmer))
+                else:
+                    tokens.append(word)
+            return tokens
+
+    return UnicodeAwareTokenizer(use_stemmer=True), rouge_scorer
 
 
-class _CachedStemmer:
-    def __init__(self) -> None:
-        self.stem = functools.lru_cache(maxsize=200_000)(porter.PorterStemmer().stem)
-
-
-_SCORER = rouge_scorer.RougeScorer(["rouge1"], tokenizer=UnicodeAwareTokenizer(use_stemmer=True))
+@functools.lru_cache(maxsize=20_000)
+def _unigrams(text: str) -> Counter[tuple[str, ...]]:
+    """A text's ROUGE-1 n-grams, as `RougeScorer(["rouge1"]).score` makes them (its own
+    `_create_ngrams` over the tokens), once per distinct text: an expected answer is scored
+    against every repeat and every run of it, and eval sets repeat their answers. Never
+    changed by the scoring (a Counter gives 0 for a missing key without adding it)."""
+    tokenizer, rouge_scorer = _rouge()
+    return rouge_scorer._create_ngrams(tokenizer.tokenize(text), 1)  # type: ignore[no-any-return]
 
 
 def rouge_1(candidate: str, reference: str) -> tuple[float, float, float]:
-    """(precision, recall, f-measure) of ROUGE-1, as ADK's `_calculate_rouge_1_scores`."""
-    score = _SCORER.score(reference, candidate)["rouge1"]
+    """(precision, recall, f-measure) of ROUGE-1, as ADK's `_calculate_rouge_1_scores`:
+    `RougeScorer(["rouge1"], tokenizer=...).score(reference, candidate)`, step for step
+    (tokenise each side, its unigrams, rouge-score's `_score_ngrams`)."""
+    _, rouge_scorer = _rouge()
+    score = rouge_scorer._score_ngrams(_unigrams(reference), _unigrams(candidate))
     return score.precision, score.recall, score.fmeasure
 
 
@@ -137,3 +154,8 @@ class ResponseMatchScoreEvaluator(Evaluator):
 @register
 class ResponseMatchEvaluator(ResponseMatchScoreEvaluator):
     name = "response_match"
+
+
+def warm_up() -> None:
+    """Import rouge-score and nltk now (a queue worker as it starts), not in the first batch."""
+    _rouge()
