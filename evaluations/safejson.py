@@ -135,7 +135,7 @@ def compact_encoder(*, sort_keys: bool = False) -> Callable[[Any], str]:
 
     def encode(value: Any) -> str:
         if isinstance(value, str):
-            return c_encode_basestring(value)  # type: ignore[no-any-return]
+            return c_encode_basestring(value)
         try:
             return "".join(fast(value, 0))
         except RecursionError:

@@ -62,7 +62,7 @@ def _rouge() -> Any:
         def __init__(self) -> None:
             self.stem = functools.lru_cache(maxsize=200_000)(porter.PorterStemmer().stem)
 
-    class UnicodeAwareTokenizer(tokenizers.Tokenizer):  # type: ignore[misc]
+    class UnicodeAwareTokenizer(tokenizers.Tokenizer):
         """ADK's `_UnicodeAwareTokenizer` (google-adk 2.13, `final_response_match_v1.py`): NFKC
         and lower case; each CJK character is a token; Thai, Lao, Khmer and Myanmar split into a
         base character with its combining marks; other characters that are alphanumeric or
@@ -106,7 +106,7 @@ def _unigrams(text: str) -> Counter[tuple[str, ...]]:
     against every repeat and every run of it, and eval sets repeat their answers. Never
     changed by the scoring (a Counter gives 0 for a missing key without adding it)."""
     tokenizer, rouge_scorer = _rouge()
-    return rouge_scorer._create_ngrams(tokenizer.tokenize(text), 1)  # type: ignore[no-any-return]
+    return rouge_scorer._create_ngrams(tokenizer.tokenize(text), 1)
 
 
 def rouge_1(candidate: str, reference: str) -> tuple[float, float, float]:

@@ -281,6 +281,17 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
     on SQLite every worker waits for this lock, so it is held as briefly as possible."""
     now = timezone.now()
     prepared = []
+    thresholds: dict[tuple[float | None, float | None], str] = {}  # the few distinct ones, written once
+
+    def threshold_text(threshold: Any) -> str:
+        key = (threshold.lower_limit, threshold.upper_limit)
+        text = thresholds.get(key)
+        if text is None:
+            text = dumps(threshold.as_dict())
+            if 0 not in key:  # 0.0 and -0.0 are one key but not one text
+                thresholds[key] = text
+        return text
+
     for result, output, scores in evaluated:
         status = _status(output, scores)
         usage = output.usage()
@@ -289,7 +300,7 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
                       dumps(output.model_dump(mode="json", exclude_defaults=True)) if store_outputs else None)
         score_rows = [
             (run.pk, result.pk, s.criterion, s.criterion, Level(s.applies_to).value, s.turn_index, s.node_name,
-             s.score, s.raw_value, s.passed, dumps(s.threshold.as_dict()) if s.threshold else None,
+             s.score, s.raw_value, s.passed, threshold_text(s.threshold) if s.threshold else None,
              dumps(s.justification), s.error)
             for s in scores
         ]
