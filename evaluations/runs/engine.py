@@ -66,8 +66,14 @@ completion_hooks: list[CompletionHook] = []
 # concurrency (one result for a Python callable); every batch sizes its next chunk to take
 # about CHUNK_SECONDS, so a slow agent's (or judge's) run shows its counters moving result by
 # result while fast evaluation keeps writing 50 results a transaction. Uploaded outputs have
-# no agent to wait for: they start at 50, and only a slow judge shrinks them.
+# no agent to wait for: they start at STORED_CHUNK, and only a slow judge shrinks them.
 CHUNK = 50
+
+
+# Uploaded outputs (and traces) write up to this many a transaction: scoring stored outputs
+# takes about a millisecond a result, so the counters still move several times a second, and
+# the transactions (each a commit, a lock of the results and an update of the run) are fewer.
+STORED_CHUNK = 125
 
 
 CHUNK_SECONDS = 1.0
@@ -106,7 +112,8 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
         floor = _chunk_floor(target)
         # uploaded outputs have no agent to wait for: start at full chunks (a slow judge
         # shrinks them after the first); an agent's results start at its concurrency
-        size, start = (CHUNK if target is None else floor), 0
+        ceiling = STORED_CHUNK if target is None else CHUNK
+        size, start = (ceiling if target is None else floor), 0
         while start < len(pending):
             if start == 0:  # take the lease; each chunk's write renews the heartbeat after that
                 alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
@@ -121,7 +128,7 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
                 settled += _run_chunk(run, part, evaluators, target)
             start += len(part)
             per_result = (time.monotonic() - began) / len(part)
-            size = CHUNK if per_result <= 0 else max(floor, min(CHUNK, int(CHUNK_SECONDS / per_result)))
+            size = ceiling if per_result <= 0 else max(floor, min(ceiling, int(CHUNK_SECONDS / per_result)))
     finally:
         if keeper is not None:
             keeper.stop()
