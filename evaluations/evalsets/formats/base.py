@@ -162,8 +162,9 @@ class SourceFile:
     def check_encoding(self) -> None:
         """Raise the located `encoding` error for a file that is not UTF-8 (or UTF-16 with a
         BOM), without keeping the decoded text around."""
-        if "text" not in self.__dict__:
+        if "text" not in self.__dict__ and not self.__dict__.get("_encoding_checked"):
             _ = self._decode()
+            self.__dict__["_encoding_checked"] = True  # not again: 0.1 s for a 50 MB file
 
     def release(self) -> None:
         """Drop the decoded and parsed forms; a large upload should not stay in memory three
