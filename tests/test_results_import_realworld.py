@@ -48,6 +48,11 @@ def test_a_real_deepeval_test_run_imports_with_deepevals_own_scores(acme: Projec
     run = results_import(project=acme, file=SourceFile(path.name, path.read_bytes()))
     assert run.status == Run.Status.COMPLETED
     assert run.tags == ["imported:deepeval"]
+    data = doc.get("testRunData", doc)
+    # Created from the test cases, named after the test file DeepEval ran when it says which.
+    named = data.get("identifier") or (Path(data["testFile"]).stem if data.get("testFile") else "latest_test_run")
+    assert run.evalset_version.evalset.eval_set_id == named
+    assert run.evalset_version.case_count == len(cases)
     assert CaseResult.objects.filter(run=run).count() == len(cases)
     assert Score.objects.filter(run=run).count() == sum(len(c.get("metricsData") or []) for c in cases)
     for case in cases:
@@ -57,7 +62,8 @@ def test_a_real_deepeval_test_run_imports_with_deepevals_own_scores(acme: Projec
             assert result.output["turns"][-1]["final_response"] == case["actualOutput"]
         called = case.get("toolsCalled") or []
         assert [(c["name"], c.get("args", {})) for c in result.output["turns"][-1].get("tool_calls", [])] == [
-            (t["name"], t.get("inputParameters") or {}) for t in called]
+            (t["name"], t.get("inputParameters") or {}) for t in called
+        ]
         # The eval set made of the test cases: DeepEval's input, expected output and tools.
         [turn] = native_case(result.case).conversation
         assert turn.user_content.content == case["input"]
@@ -65,7 +71,8 @@ def test_a_real_deepeval_test_run_imports_with_deepevals_own_scores(acme: Projec
             assert turn.expected_final_response is not None
             assert turn.expected_final_response.content == case["expectedOutput"]
         assert [(t.name, t.args) for t in turn.expected_tool_trajectory] == [
-            (t["name"], t.get("inputParameters") or {}) for t in case.get("expectedTools") or []]
+            (t["name"], t.get("inputParameters") or {}) for t in case.get("expectedTools") or []
+        ]
         for metric in case.get("metricsData") or []:
             score = Score.objects.get(run=run, result=result, criterion=metric["name"])
             assert score.evaluator == "imported:deepeval"
@@ -76,7 +83,6 @@ def test_a_real_deepeval_test_run_imports_with_deepevals_own_scores(acme: Projec
             assert score.justification.get("reason") == metric.get("reason")
             assert score.justification.get("evaluation_model") == metric.get("evaluationModel")
             assert score.error == (metric.get("error") or "")
-    data = doc.get("testRunData", doc)
     assert run.cases_failed == data["testFailed"]
     assert run.cases_done - run.cases_failed == data["testPassed"]
     # The run's metrics: DeepEval's names with DeepEval's thresholds.
