@@ -18,6 +18,8 @@ urlpatterns = [
     path("evalsets/<id:pk>/versions/<id:number>/", views.EvalSetVersionDetail.as_view(), name="api_evalset_version"),
     path("evalsets/<id:pk>/versions/<id:number>/native/", views.VersionNative.as_view(),
          name="api_evalset_version_native"),
+    path("evalsets/<id:pk>/versions/<id:number>/export/", views.VersionExport.as_view(),
+         name="api_evalset_version_export"),
     path("evalsets/<id:pk>/versions/<id:number>/original/", views.VersionOriginal.as_view(),
          name="api_evalset_version_original"),
     path("evalsets/<id:pk>/trend/", views.EvalSetTrend.as_view(), name="api_evalset_trend"),

@@ -74,8 +74,13 @@ class ExportLossError(Exception):
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"code": "export_loses_content", "format": self.format, "message": str(self),
-                "losses": [loss.as_dict() for loss in self.losses], "loss_count": self.total}
+        return {
+            "code": "export_loses_content",
+            "format": self.format,
+            "message": str(self),
+            "losses": [loss.as_dict() for loss in self.losses],
+            "loss_count": self.total,
+        }
 
 
 @dataclass
@@ -91,9 +96,14 @@ def origin(version: EvalSetVersion) -> tuple[str, str] | None:
     if version.how_created == EvalSetVersion.How.UPLOAD:
         found: tuple[str, str] | None = (version.source_format, version.source_variant)
     else:
-        found = (EvalSetVersion.objects.filter(evalset_id=version.evalset_id, number__lt=version.number,
-                                               how_created=EvalSetVersion.How.UPLOAD)
-                 .order_by("-number").values_list("source_format", "source_variant").first())
+        found = (
+            EvalSetVersion.objects.filter(
+                evalset_id=version.evalset_id, number__lt=version.number, how_created=EvalSetVersion.How.UPLOAD
+            )
+            .order_by("-number")
+            .values_list("source_format", "source_variant")
+            .first()
+        )
     if found is None or found[0] not in TOOL_FORMATS:
         return None
     return found
@@ -105,6 +115,23 @@ def export_formats(version: EvalSetVersion) -> list[str]:
     return ["native", found[0]] if found else ["native"]
 
 
+def tool_formats(evalset_id: int) -> dict[int, str]:
+    """{version number: its tool's format} for every version of an eval set that has one, in
+    one query (for pages listing versions)."""
+    out: dict[int, str] = {}
+    current: str | None = None
+    for number, how, fmt in (
+        EvalSetVersion.objects.filter(evalset_id=evalset_id)
+        .order_by("number")
+        .values_list("number", "how_created", "source_format")
+    ):
+        if how == EvalSetVersion.How.UPLOAD:
+            current = fmt if fmt in TOOL_FORMATS else None
+        if current:
+            out[number] = current
+    return out
+
+
 def tool_export(version: EvalSetVersion, fmt: str) -> ToolExport:
     """The version as `fmt` (adk, uipath, deepeval), read back and checked; raises
     `ExportUnavailable` or `ExportLossError`."""
@@ -113,11 +140,17 @@ def tool_export(version: EvalSetVersion, fmt: str) -> ToolExport:
         raise ExportUnavailable(f"unknown format {fmt!r}: one of native, {', '.join(TOOL_FORMATS)}")
     if found is None or found[0] != fmt:
         where = f"{TOOL_LABELS[found[0]]}" if found else "a native or plain file"
-        raise ExportUnavailable(f"this eval set came from {where}, not {TOOL_LABELS[fmt]}: "
-                                f"download it as native .evalset.json or in its own format")
+        raise ExportUnavailable(
+            f"this eval set came from {where}, not {TOOL_LABELS[fmt]}: "
+            f"download it as native .evalset.json or in its own format"
+        )
     header = _header(version)
-    rows = (EvalCase.objects.in_version(version).order_by("position").only(*CASE_FIELDS, "position")
-            .iterator(chunk_size=500))
+    rows = (
+        EvalCase.objects.in_version(version)
+        .order_by("position")
+        .only(*CASE_FIELDS, "position")
+        .iterator(chunk_size=500)
+    )
     cases = [NativeCase.model_validate(case_native(row)) for row in rows]
     writer = _WRITERS[fmt]
     losses: list[Loss] = []
@@ -143,9 +176,14 @@ class _Header:
 
 
 def _header(version: EvalSetVersion) -> _Header:
-    return _Header(eval_set_id=version.evalset.eval_set_id, name=version.name, description=version.description,
-                   metadata=dict(version.metadata or {}), default_config=version.default_config,
-                   evaluator_config=version.evaluator_config)
+    return _Header(
+        eval_set_id=version.evalset.eval_set_id,
+        name=version.name,
+        description=version.description,
+        metadata=dict(version.metadata or {}),
+        default_config=version.default_config,
+        evaluator_config=version.evaluator_config,
+    )
 
 
 def _dump(value: Any) -> bytes:
@@ -189,8 +227,11 @@ def _check(fmt: str, header: _Header, cases: list[NativeCase], files: list[Sourc
         ("name", header.name, evalset.name),
         ("description", header.description, evalset.description),
         ("metadata", header.metadata, evalset.metadata),
-        ("default_config", header.default_config,
-         back.default_config.model_dump(mode="json") if back.default_config else None),
+        (
+            "default_config",
+            header.default_config,
+            back.default_config.model_dump(mode="json") if back.default_config else None,
+        ),
         ("evaluator_config", header.evaluator_config, back.evaluator_config),
     ):
         losses += [Loss(None, path, message) for path, message in _differences(name, _plain(mine), _plain(theirs))]
@@ -241,8 +282,9 @@ def _short(value: Any) -> str:
 # --- ADK -----------------------------------------------------------------------------------------
 
 
-def _adk_content(message: dict[str, Any] | None, path: str, case: str, losses: list[Loss],
-                 *, role: str | None = None) -> dict[str, Any] | None:
+def _adk_content(
+    message: dict[str, Any] | None, path: str, case: str, losses: list[Loss], *, role: str | None = None
+) -> dict[str, Any] | None:
     """A native MessageContent dict as a genai Content ({role, parts})."""
     if message is None:
         return None
@@ -254,8 +296,9 @@ def _adk_content(message: dict[str, Any] | None, path: str, case: str, losses: l
     return {"role": "model" if out_role == "assistant" else out_role, "parts": parts}
 
 
-def _adk_rubrics(rubrics: list[dict[str, Any]], types: dict[str, Any], path: str, case: str,
-                 losses: list[Loss]) -> list[dict[str, Any]]:
+def _adk_rubrics(
+    rubrics: list[dict[str, Any]], types: dict[str, Any], path: str, case: str, losses: list[Loss]
+) -> list[dict[str, Any]]:
     out = []
     for index, rubric in enumerate(rubrics):
         if rubric.get("weight", 1.0) != 1.0:
@@ -272,8 +315,10 @@ def _adk_rubrics(rubrics: list[dict[str, Any]], types: dict[str, Any], path: str
 def _adk_invocation(inv: dict[str, Any], path: str, case: str, losses: list[Loss]) -> dict[str, Any]:
     metadata = dict(inv.get("metadata") or {})
     types = metadata.pop("rubric_types", {}) if inv.get("rubrics") else {}
-    out: dict[str, Any] = {"invocation_id": inv["invocation_id"],
-                           "user_content": _adk_content(inv["user_content"], f"{path}.user_content", case, losses)}
+    out: dict[str, Any] = {
+        "invocation_id": inv["invocation_id"],
+        "user_content": _adk_content(inv["user_content"], f"{path}.user_content", case, losses),
+    }
     final = _adk_content(inv.get("expected_final_response"), f"{path}.expected_final_response", case, losses)
     if final is not None:
         out["final_response"] = final
@@ -297,8 +342,11 @@ def _adk_invocation(inv: dict[str, Any], path: str, case: str, losses: list[Loss
         parts = [{"text": content}] if isinstance(content, str) else list(content)
         intermediate.append([meta.get("author", ""), parts])
     if uses or responses or intermediate:
-        out["intermediate_data"] = {"tool_uses": uses, "tool_responses": responses,
-                                    "intermediate_responses": intermediate}
+        out["intermediate_data"] = {
+            "tool_uses": uses,
+            "tool_responses": responses,
+            "intermediate_responses": intermediate,
+        }
     if inv.get("rubrics"):
         out["rubrics"] = _adk_rubrics(inv["rubrics"], types, f"{path}.rubrics", case, losses)
     out.update(metadata)
@@ -314,9 +362,13 @@ def _adk_case(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
         losses.append(Loss(eid, "criteria", "ADK eval cases have no per-case criteria"))
     metadata = dict(raw["metadata"])
     types = metadata.pop("rubric_types", {}) if raw["rubrics"] else {}
-    out: dict[str, Any] = {"eval_id": eid, "name": raw["name"],
-                           "conversation": [_adk_invocation(inv, f"conversation[{i}]", eid, losses)
-                                            for i, inv in enumerate(raw["conversation"])]}
+    out: dict[str, Any] = {
+        "eval_id": eid,
+        "name": raw["name"],
+        "conversation": [
+            _adk_invocation(inv, f"conversation[{i}]", eid, losses) for i, inv in enumerate(raw["conversation"])
+        ],
+    }
     session = raw["session_input"]
     if session is not None:
         adk_session = dict(session["config"])
@@ -327,11 +379,17 @@ def _adk_case(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
     scenario = raw["conversation_scenario"]
     if scenario is not None:
         if scenario.get("expected_outcome") is not None:
-            losses.append(Loss(eid, "conversation_scenario.expected_outcome",
-                               "ADK conversation scenarios have no expected outcome"))
-        out["conversation_scenario"] = {"starting_prompt": scenario["starting_prompt"],
-                                        "conversation_plan": scenario["conversation_plan"],
-                                        "user_persona": scenario["user_persona"], **scenario["metadata"]}
+            losses.append(
+                Loss(
+                    eid, "conversation_scenario.expected_outcome", "ADK conversation scenarios have no expected outcome"
+                )
+            )
+        out["conversation_scenario"] = {
+            "starting_prompt": scenario["starting_prompt"],
+            "conversation_plan": scenario["conversation_plan"],
+            "user_persona": scenario["user_persona"],
+            **scenario["metadata"],
+        }
         if not raw["conversation"]:
             del out["conversation"]
     if raw["rubrics"]:
@@ -363,8 +421,9 @@ def _adk_config(config: dict[str, Any], losses: list[Loss]) -> dict[str, Any]:
             continue
         item: dict[str, Any] = {"threshold": criterion["threshold"], "match_type": criterion.get("match_type", "EXACT")}
         if criterion.get("rubrics"):
-            item["rubrics"] = _adk_rubrics(criterion["rubrics"], options.pop("rubric_types", {}),
-                                           f"{where}.rubrics", "", losses)
+            item["rubrics"] = _adk_rubrics(
+                criterion["rubrics"], options.pop("rubric_types", {}), f"{where}.rubrics", "", losses
+            )
         item.update(options)
         criteria[name] = item
     out: dict[str, Any] = {"criteria": criteria}
@@ -372,23 +431,33 @@ def _adk_config(config: dict[str, Any], losses: list[Loss]) -> dict[str, Any]:
         out["custom_metrics"] = custom
     simulator = config.get("user_simulator_config")
     if simulator is not None:
-        sim = {"model": simulator["model"], "max_allowed_invocations": simulator["max_turns"],
-               **simulator.get("options", {})}
+        sim = {
+            "model": simulator["model"],
+            "max_allowed_invocations": simulator["max_turns"],
+            **simulator.get("options", {}),
+        }
         out["user_simulator_config"] = sim
     return out
 
 
 def _write_adk(header: _Header, cases: list[NativeCase], variant: str, losses: list[Loss]) -> list[SourceFile]:
-    doc: dict[str, Any] = {"eval_set_id": header.eval_set_id, "name": header.name,
-                           "description": header.description,
-                           "eval_cases": [_adk_case(c, losses) for c in cases], **header.metadata}
+    doc: dict[str, Any] = {
+        "eval_set_id": header.eval_set_id,
+        "name": header.name,
+        "description": header.description,
+        "eval_cases": [_adk_case(c, losses) for c in cases],
+        **header.metadata,
+    }
     if header.evaluator_config:
         losses.append(Loss(None, "evaluator_config", "ADK eval sets carry no evaluator definitions"))
     base = _safe_name(header.eval_set_id)
     if header.default_config is None:
         return [SourceFile(f"{base}.evalset.json", _dump(doc))]
     config = _adk_config(header.default_config, losses)
-    return [SourceFile(f"{base}/{base}.evalset.json", _dump(doc)), SourceFile(f"{base}/test_config.json", _dump(config))]
+    return [
+        SourceFile(f"{base}/{base}.evalset.json", _dump(doc)),
+        SourceFile(f"{base}/test_config.json", _dump(config)),
+    ]
 
 
 # --- UiPath --------------------------------------------------------------------------------------
@@ -399,8 +468,13 @@ def _uipath_value(message: dict[str, Any] | None, path: str, case: str, losses: 
     if message is None:
         return False, None
     content = message["content"]
-    if isinstance(content, list) and len(content) == 1 and set(content[0]) == {"type", "json"} \
-            and content[0]["type"] == "json" and not message.get("metadata"):
+    if (
+        isinstance(content, list)
+        and len(content) == 1
+        and set(content[0]) == {"type", "json"}
+        and content[0]["type"] == "json"
+        and not message.get("metadata")
+    ):
         return True, content[0]["json"]
     losses.append(Loss(case, path, "UiPath holds inputs and expected outputs as JSON values; this is text"))
     return False, None
@@ -409,23 +483,32 @@ def _uipath_value(message: dict[str, Any] | None, path: str, case: str, losses: 
 def _uipath_case(case: NativeCase, variant: str, losses: list[Loss]) -> dict[str, Any]:
     raw = case.model_dump(mode="json")
     eid = case.eval_id
-    for key, message in (("tags", "UiPath evaluations have no tags"),
-                         ("rubrics", "UiPath evaluations have no rubrics"),
-                         ("session_input", "UiPath evaluations have no session input"),
-                         ("conversation_scenario", "UiPath evaluations have no conversation scenario")):
+    for key, message in (
+        ("tags", "UiPath evaluations have no tags"),
+        ("rubrics", "UiPath evaluations have no rubrics"),
+        ("session_input", "UiPath evaluations have no session input"),
+        ("conversation_scenario", "UiPath evaluations have no conversation scenario"),
+    ):
         if raw[key]:
             losses.append(Loss(eid, key, message))
     if len(raw["conversation"]) != 1:
-        losses.append(Loss(eid, "conversation", "a UiPath evaluation is one turn "
-                           f"(this case has {len(raw['conversation'])})"))
+        losses.append(
+            Loss(eid, "conversation", f"a UiPath evaluation is one turn (this case has {len(raw['conversation'])})")
+        )
         return {"id": eid}
     inv = raw["conversation"][0]
     _, inputs = _uipath_value(inv["user_content"], "conversation[0].user_content", eid, losses)
-    has_output, output = _uipath_value(inv.get("expected_final_response"),
-                                       "conversation[0].expected_final_response", eid, losses)
+    has_output, output = _uipath_value(
+        inv.get("expected_final_response"), "conversation[0].expected_final_response", eid, losses
+    )
     if inv["expected_intermediate_responses"]:
-        losses.append(Loss(eid, "conversation[0].expected_intermediate_responses",
-                           "UiPath evaluations have no intermediate responses"))
+        losses.append(
+            Loss(
+                eid,
+                "conversation[0].expected_intermediate_responses",
+                "UiPath evaluations have no intermediate responses",
+            )
+        )
     if inv["metadata"] or inv["rubrics"] or inv["invocation_id"] != "turn_1":
         for key in ("metadata", "rubrics"):
             if inv[key]:
@@ -452,37 +535,45 @@ def _uipath_case(case: NativeCase, variant: str, losses: list[Loss]) -> dict[str
     return out
 
 
-def _uipath_criteria(criteria: dict[str, Any], trajectory: list[dict[str, Any]], case: str,
-                     losses: list[Loss]) -> dict[str, Any]:
-    """The stored criteria, with the expected tool calls written back where the reader takes
-    them from: the first `toolCalls` list (else `toolCallsOrder`), and `toolOutputs`."""
-    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in criteria.items()}
-    calls = [{"name": c["name"], "args": c.get("args") or {}} for c in trajectory]
+def _uipath_criteria(
+    criteria: dict[str, Any], trajectory: list[dict[str, Any]], case: str, losses: list[Loss]
+) -> dict[str, Any]:
+    """The stored criteria, as they are: UiPath reads a case's expected tool calls from them
+    (the first `toolCalls` list, else `toolCallsOrder`; `toolOutputs` for results), so an
+    expected trajectory that says something else cannot be written, and is reported."""
+    path = "conversation[0].expected_tool_trajectory"
     if any(c.get("call_id") for c in trajectory):
-        losses.append(Loss(case, "conversation[0].expected_tool_trajectory", "UiPath tool calls have no ids"))
-    holder = next((k for k, v in out.items() if isinstance(v, dict) and isinstance(v.get("toolCalls",
-                                                                                           v.get("tool_calls")), list)),
-                  None)
+        losses.append(Loss(case, path, "UiPath tool calls have no ids"))
+    wanted = [(c["name"], c.get("args") or {}) for c in trajectory]
+    holder = _holder(criteria, ("toolCalls", "tool_calls"))
     if holder is not None:
-        key = "toolCalls" if "toolCalls" in out[holder] else "tool_calls"
-        out[holder][key] = calls
+        key, calls = holder
+        implied = [(c.get("name"), c.get("args") or {}) for c in calls if isinstance(c, dict)]
+        where = f"criteria.{key}"
     else:
-        order = next((k for k, v in out.items() if isinstance(v, dict) and isinstance(
-            v.get("toolCallsOrder", v.get("tool_calls_order")), list)), None)
-        if order is not None and not any(c["args"] for c in calls):
-            key = "toolCallsOrder" if "toolCallsOrder" in out[order] else "tool_calls_order"
-            out[order][key] = [c["name"] for c in calls]
-        elif calls:
-            losses.append(Loss(case, "conversation[0].expected_tool_trajectory",
-                               "no evaluator of this case takes expected tool calls (toolCalls) to hold them"))
-    results = [(c["name"], c["result"]) for c in trajectory if c.get("result") is not None]
-    outputs_holder = next((k for k, v in out.items() if isinstance(v, dict) and isinstance(
-        v.get("toolOutputs", v.get("tool_outputs")), list)), None)
-    if outputs_holder is not None:
-        key = "toolOutputs" if "toolOutputs" in out[outputs_holder] else "tool_outputs"
-        if len(results) == len(out[outputs_holder][key]):
-            out[outputs_holder][key] = [{"name": n, "output": r} for n, r in results]
-    return out
+        order = _holder(criteria, ("toolCallsOrder", "tool_calls_order"))
+        implied = [(name, {}) for name in order[1]] if order else []
+        where = f"criteria.{order[0]}" if order else "criteria"
+    if implied != wanted:
+        losses.append(
+            Loss(
+                case,
+                path,
+                f"UiPath reads the expected tool calls from the criteria ({where}), which "
+                "say otherwise: change the criteria to match (or the trajectory back)",
+            )
+        )
+    return criteria
+
+
+def _holder(criteria: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, list[Any]] | None:
+    """(evaluator.key, list) of the first criterion holding one of `keys` as a list."""
+    for evaluator, value in criteria.items():
+        if isinstance(value, dict):
+            for key in keys:
+                if isinstance(value.get(key), list):
+                    return f"{evaluator}.{key}", value[key]
+    return None
 
 
 def _write_uipath(header: _Header, cases: list[NativeCase], variant: str, losses: list[Loss]) -> list[SourceFile]:
@@ -506,7 +597,7 @@ def _write_uipath(header: _Header, cases: list[NativeCase], variant: str, losses
     for index, (ref, definition) in enumerate(config.items()):
         files.append(SourceFile(f"{folder}/evaluators/{index + 1:02d}-{_safe_name(ref)}.json", _dump(definition)))
     for type_id, type_doc in types.items():
-        relative = posixpath.normpath(str(type_id)[len("file://"):]).lstrip("/")
+        relative = posixpath.normpath(str(type_id)[len("file://") :]).lstrip("/")
         if relative.startswith(".."):
             losses.append(Loss(None, f"evaluator_config.$types.{type_id}", "a type file outside the project"))
             continue
@@ -526,8 +617,9 @@ def _text_of(message: dict[str, Any] | None, path: str, case: str, losses: list[
     return message["content"]
 
 
-def _deepeval_tools(calls: list[dict[str, Any]], notes: list[dict[str, Any]], path: str, case: str,
-                    losses: list[Loss]) -> list[dict[str, Any]]:
+def _deepeval_tools(
+    calls: list[dict[str, Any]], notes: list[dict[str, Any]], path: str, case: str, losses: list[Loss]
+) -> list[dict[str, Any]]:
     out = []
     for index, call in enumerate(calls):
         if call.get("call_id") is not None:
@@ -576,8 +668,9 @@ def _single_golden(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
         if raw[key]:
             losses.append(Loss(eid, key, f"a single-turn DeepEval golden has no {key}"))
     if len(raw["conversation"]) != 1:
-        losses.append(Loss(eid, "conversation", "a single-turn golden is one turn "
-                           f"(this case has {len(raw['conversation'])})"))
+        losses.append(
+            Loss(eid, "conversation", f"a single-turn golden is one turn (this case has {len(raw['conversation'])})")
+        )
         return {"input": ""}
     inv = raw["conversation"][0]
     golden: dict[str, Any] = {"input": _text_of(inv["user_content"], "conversation[0].user_content", eid, losses)}
@@ -588,8 +681,9 @@ def _single_golden(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
     inv_meta = dict(inv["metadata"])
     notes = inv_meta.pop("expected_tools_notes", [])
     if inv["expected_tool_trajectory"]:
-        golden["expected_tools"] = _deepeval_tools(inv["expected_tool_trajectory"], notes,
-                                                   "conversation[0].expected_tool_trajectory", eid, losses)
+        golden["expected_tools"] = _deepeval_tools(
+            inv["expected_tool_trajectory"], notes, "conversation[0].expected_tool_trajectory", eid, losses
+        )
     for key in ("retrieval_context", "actual_output", "source_file"):
         if key in metadata:
             golden[key] = metadata.pop(key)
@@ -644,8 +738,13 @@ def _multi_golden(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
         if inv.get("expected_final_response") is not None:
             replies.append(inv["expected_final_response"])
         if not replies and (inv["expected_tool_trajectory"] or inv_meta.get("retrieval_context")):
-            losses.append(Loss(eid, f"{where}.expected_tool_trajectory",
-                               "a DeepEval turn's tools belong to an assistant reply; this turn has none"))
+            losses.append(
+                Loss(
+                    eid,
+                    f"{where}.expected_tool_trajectory",
+                    "a DeepEval turn's tools belong to an assistant reply; this turn has none",
+                )
+            )
         written = [_turn(r, "assistant") for r in replies]
         if written:
             last = written[-1]
@@ -653,10 +752,14 @@ def _multi_golden(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
                 notes = last.pop("_notes", [])
                 earlier = [t for t in written[:-1] if "tools_called" in t]
                 if earlier:
-                    losses.append(Loss(eid, f"{where}.expected_tool_trajectory",
-                                       "the tool calls are split between several replies"))
-                last["tools_called"] = _deepeval_tools(inv["expected_tool_trajectory"], notes,
-                                                       f"{where}.expected_tool_trajectory", eid, losses)
+                    losses.append(
+                        Loss(
+                            eid, f"{where}.expected_tool_trajectory", "the tool calls are split between several replies"
+                        )
+                    )
+                last["tools_called"] = _deepeval_tools(
+                    inv["expected_tool_trajectory"], notes, f"{where}.expected_tool_trajectory", eid, losses
+                )
             if "retrieval_context" in inv_meta:
                 last["retrieval_context"] = inv_meta.pop("retrieval_context")
         for turn in written:

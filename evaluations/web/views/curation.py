@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.audit import audit_record
-from evaluations.evalsets import selectors
+from evaluations.evalsets import exports, selectors
 from evaluations.evalsets.case_form import CaseFields, TurnFields, case_from_post, fields_from_case, friendly_path
 from evaluations.evalsets.curation import (
     CurationError,
@@ -86,7 +86,8 @@ def evalset_versions(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "evaluations/curation/versions.html",
-        {"evalset": evalset, "versions": versions, "can_edit": can_upload(request.user, evalset.project)},
+        {"evalset": evalset, "versions": versions, "can_edit": can_upload(request.user, evalset.project),
+         "tool_formats": exports.tool_formats(evalset.pk)},
     )
 
 
