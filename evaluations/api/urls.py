@@ -44,6 +44,7 @@ urlpatterns = [
     path("configs/", runs.EvaluationConfigList.as_view(), name="api_configs"),
     path("traces/", traces.TraceList.as_view(), name="api_traces"),
     path("traces/<id:pk>/", traces.TraceDetail.as_view(), name="api_trace"),
+    path("traces/<id:pk>/promote/", curation.TracePromote.as_view(), name="api_trace_promote"),
     path("triage/", triage.TriageList.as_view(), name="api_triage"),
     path("triage/<id:pk>/", triage.TriageDetail.as_view(), name="api_triage_detail"),
     path("triage/<id:pk>/comments/", triage.TriageComments.as_view(), name="api_triage_comments"),

@@ -115,16 +115,17 @@ def export_formats(version: EvalSetVersion) -> list[str]:
     return ["native", found[0]] if found else ["native"]
 
 
-def tool_formats(evalset_id: int) -> dict[int, str]:
-    """{version number: its tool's format} for every version of an eval set that has one, in
-    one query (for pages listing versions)."""
+def tool_formats(evalset_id: int, versions: Iterable[tuple[int, str, str]] | None = None) -> dict[int, str]:
+    """{version number: its tool's format} for every version of an eval set that has one.
+    `versions` ((number, how_created, source_format) of them all) saves the query when the
+    page has them already."""
+    if versions is None:
+        versions = EvalSetVersion.objects.filter(evalset_id=evalset_id).values_list(
+            "number", "how_created", "source_format"
+        )
     out: dict[int, str] = {}
     current: str | None = None
-    for number, how, fmt in (
-        EvalSetVersion.objects.filter(evalset_id=evalset_id)
-        .order_by("number")
-        .values_list("number", "how_created", "source_format")
-    ):
+    for number, how, fmt in sorted(versions):
         if how == EvalSetVersion.How.UPLOAD:
             current = fmt if fmt in TOOL_FORMATS else None
         if current:

@@ -72,4 +72,5 @@ urlpatterns = [
     path("runs/<int:pk>/pin/", projects.run_pin_baseline, name="run_pin_baseline"),
     path("traces/", trace_views.trace_list, name="trace_list"),
     path("traces/<int:pk>/", trace_views.trace_detail, name="trace_detail"),
+    path("traces/<int:pk>/promote/", curation.trace_promote, name="trace_promote"),
 ]

@@ -84,7 +84,8 @@ def evalset_detail(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404("no such version")
     context: dict[str, object] = {"page": page, "evalset": evalset,
                                   "can_edit": can_upload(request.user, evalset.project),
-                                  "tool_formats": exports.tool_formats(evalset.pk)}
+                                  "tool_formats": exports.tool_formats(
+                                      evalset.pk, [(v.number, v.how_created, v.source_format) for v in page.versions])}
     # htmx swaps just the table while someone types; a history restore wants the whole page.
     if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
         response = render(request, "evaluations/_cases_table.html", context)
