@@ -69,7 +69,7 @@ class ExportLossError(Exception):
         cases = sorted({loss.case for loss in losses if loss.case is not None})
         self.cases = cases
         super().__init__(
-            f"this version cannot be written as {TOOL_LABELS.get(fmt, fmt)} without losing content: "
+            f"This version cannot be written as {TOOL_LABELS.get(fmt, fmt)} without losing content: "
             f"{self.total} field(s)" + (f" in {len(cases)} case(s)" if cases else "")
         )
 
