@@ -56,8 +56,7 @@ def shoot(tab: Any, name: str) -> None:
     assert overflow <= 1, f"{name}: the page is {overflow}px wider than a 390 px screen"
 
 
-def test_a_member_adds_a_received_trace_to_an_eval_set(tab: Any, live_server: Any, alice: Any,
-                                                       acme: Project) -> None:
+def test_a_member_adds_a_received_trace_to_an_eval_set(tab: Any, live_server: Any, alice: Any, acme: Project) -> None:
     target = import_generated(acme, 4, eval_set_id="support")
     trace = send_agent_trace(token_create(user=alice, name="otel").secret)
     log_in(tab, live_server)
@@ -87,11 +86,14 @@ def test_a_member_adds_a_received_trace_to_an_eval_set(tab: Any, live_server: An
     expect(tab).to_have_url(re.compile(r"/diff/\?from=1&to=2$"))
 
 
-def test_the_history_offers_the_tools_format_and_explains_a_loss(tab: Any, live_server: Any, alice: Any,
-                                                                 acme: Project) -> None:
+def test_the_history_offers_the_tools_format_and_explains_a_loss(
+    tab: Any, live_server: Any, alice: Any, acme: Project
+) -> None:
     folder = "google-adk/ecommerce_customer_service_agent/"
-    files = [SourceFile(folder + n, (REALWORLD / folder / n).read_bytes())
-             for n in ("order_query.test.json", "test_config.json")]
+    files = [
+        SourceFile(folder + n, (REALWORLD / folder / n).read_bytes())
+        for n in ("order_query.test.json", "test_config.json")
+    ]
     version = evalset_import(project=acme, files=files)[0].version
     log_in(tab, live_server)
     tab.goto(f"{live_server.url}/evalsets/{version.evalset_id}/versions/")

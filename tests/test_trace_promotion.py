@@ -29,8 +29,9 @@ def token(alice: Any) -> str:
 
 
 @pytest.mark.parametrize("genai", [False, True], ids=["openinference", "genai"])
-def test_the_proposal_reads_the_input_answer_and_tool_calls_off_the_spans(genai: bool, acme: Project,
-                                                                          token: str) -> None:
+def test_the_proposal_reads_the_input_answer_and_tool_calls_off_the_spans(
+    genai: bool, acme: Project, token: str
+) -> None:
     trace = send_agent_trace(token, genai=genai)
     case = proposed_case_from_trace(trace, taken={f"trace-{trace.trace_id[:12]}"})
     assert case["eval_id"] == f"trace-{trace.trace_id[:12]}-2"  # the id was taken
@@ -45,8 +46,9 @@ def _versions(outcome: Any) -> list[int]:
     return list(outcome.evalset.versions.order_by("number").values_list("number", flat=True))
 
 
-def test_a_member_sees_the_action_and_saves_the_trace_as_a_case(acme: Project, alice_client: Client,
-                                                                token: str) -> None:
+def test_a_member_sees_the_action_and_saves_the_trace_as_a_case(
+    acme: Project, alice_client: Client, token: str
+) -> None:
     target = import_generated(acme, 3, eval_set_id="support")
     trace = send_agent_trace(token)
     page = alice_client.get(reverse("trace_detail", args=[trace.pk])).content.decode()
@@ -60,13 +62,24 @@ def test_a_member_sees_the_action_and_saves_the_trace_as_a_case(acme: Project, a
     assert "Weather in &lt;b&gt;Paris&lt;/b&gt; &amp; Rome?" in html
     assert "get_weather" in html and trace.trace_id in html
 
-    response = alice_client.post(url, {
-        "base_version": "1", "note": "the failing production trace", "eval_id": "weather-paris", "name": "", "turn_count": "1",
-        "tags": "promoted, production", "metadata": form.context["fields"].metadata,
-        "original": form.context["fields"].original,
-        "turn-0-user": QUESTION, "turn-0-expected": "It is sunny", "turn-0-role": "model",
-        "turn-0-tools": '[{"name": "get_weather", "args": {"city": "Paris"}}]', "turn-0-rubrics": "[]",
-    })
+    response = alice_client.post(
+        url,
+        {
+            "base_version": "1",
+            "note": "the failing production trace",
+            "eval_id": "weather-paris",
+            "name": "",
+            "turn_count": "1",
+            "tags": "promoted, production",
+            "metadata": form.context["fields"].metadata,
+            "original": form.context["fields"].original,
+            "turn-0-user": QUESTION,
+            "turn-0-expected": "It is sunny",
+            "turn-0-role": "model",
+            "turn-0-tools": '[{"name": "get_weather", "args": {"city": "Paris"}}]',
+            "turn-0-rubrics": "[]",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     version = target.evalset.versions.order_by("-number").first()
     assert version is not None and version.number == 2
@@ -91,15 +104,18 @@ def test_a_viewer_sees_no_action_and_cannot_promote(acme: Project, token: str) -
     assert _versions(target) == [1]
 
 
-def test_another_projects_trace_or_eval_set_is_not_found(acme: Project, globex: Project, alice_client: Client,
-                                                          bob_client: Client, token: str) -> None:
+def test_another_projects_trace_or_eval_set_is_not_found(
+    acme: Project, globex: Project, alice_client: Client, bob_client: Client, token: str
+) -> None:
     target = import_generated(acme, 2, eval_set_id="support")
     theirs = import_generated(globex, 2, eval_set_id="theirs")
     trace = send_agent_trace(token)
-    assert bob_client.get(reverse("trace_promote", args=[trace.pk]) + f"?evalset={theirs.evalset.pk}").status_code \
-        == 404
-    assert alice_client.get(reverse("trace_promote", args=[trace.pk]) + f"?evalset={theirs.evalset.pk}").status_code \
-        == 404
+    assert (
+        bob_client.get(reverse("trace_promote", args=[trace.pk]) + f"?evalset={theirs.evalset.pk}").status_code == 404
+    )
+    assert (
+        alice_client.get(reverse("trace_promote", args=[trace.pk]) + f"?evalset={theirs.evalset.pk}").status_code == 404
+    )
     assert _versions(target) == [1] and _versions(theirs) == [1]
 
 
@@ -110,8 +126,11 @@ def test_the_api_promotes_a_trace(acme: Project, alice: Any, token: str) -> None
     target = import_generated(acme, 2, eval_set_id="support")
     trace = send_agent_trace(token, genai=True)
     client = token_client(alice)
-    response = client.post(reverse("api_trace_promote", args=[trace.pk]),
-                           {"evalset": target.evalset.pk, "eval_id": "from-prod"}, content_type="application/json")
+    response = client.post(
+        reverse("api_trace_promote", args=[trace.pk]),
+        {"evalset": target.evalset.pk, "eval_id": "from-prod"},
+        content_type="application/json",
+    )
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["version"]["number"] == 2 and body["added"] == 1
@@ -121,8 +140,9 @@ def test_the_api_promotes_a_trace(acme: Project, alice: Any, token: str) -> None
     assert case["conversation"][0]["user_content"]["content"] == QUESTION
 
 
-def test_the_api_says_what_is_wrong_and_writes_nothing(acme: Project, globex: Project, alice: Any, bob: Any,
-                                                       token: str) -> None:
+def test_the_api_says_what_is_wrong_and_writes_nothing(
+    acme: Project, globex: Project, alice: Any, bob: Any, token: str
+) -> None:
     target = import_generated(acme, 2, eval_set_id="support")
     theirs = import_generated(globex, 2, eval_set_id="theirs")
     trace = send_agent_trace(token)
@@ -138,8 +158,9 @@ def test_the_api_says_what_is_wrong_and_writes_nothing(acme: Project, globex: Pr
     assert problems({"evalset": theirs.evalset.pk}) == ["evalset"]  # another project's
     assert problems({"evalset": target.evalset.pk, "eval_id": "case_0001"}) == ["eval_id"]  # taken
     assert problems({"evalset": target.evalset.pk, "eval_id": "x" * 300}) == ["eval_id"]
-    assert_error(client.post(url, {"evalset": target.evalset.pk, "base_version": 7},
-                             content_type="application/json"), 409)
+    assert_error(
+        client.post(url, {"evalset": target.evalset.pk, "base_version": 7}, content_type="application/json"), 409
+    )
     assert_error(token_client(bob).post(url, {"evalset": theirs.evalset.pk}, content_type="application/json"), 404)
     viewer = token_client(member("vera", acme, "viewer"))
     assert_error(viewer.post(url, {"evalset": target.evalset.pk}, content_type="application/json"), 403)

@@ -23,19 +23,31 @@ def send_agent_trace(token: str, *, genai: bool = False, name: str = "weather-ag
     if genai:
         root_attrs: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.input.messages": json.dumps([{"role": "system", "parts": [{"type": "text", "content": "be nice"}]},
-                                                 {"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]),
-            "gen_ai.output.messages": json.dumps([{"role": "assistant",
-                                                   "parts": [{"type": "text", "content": ANSWER}]}]),
+            "gen_ai.input.messages": json.dumps(
+                [
+                    {"role": "system", "parts": [{"type": "text", "content": "be nice"}]},
+                    {"role": "user", "parts": [{"type": "text", "content": QUESTION}]},
+                ]
+            ),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
+            ),
         }
         llm_attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-x"}
-        tool_attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-                                      "gen_ai.tool.call.arguments": json.dumps({"city": "Paris", "unit": "C"})}
+        tool_attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_weather",
+            "gen_ai.tool.call.arguments": json.dumps({"city": "Paris", "unit": "C"}),
+        }
     else:
         root_attrs = {"openinference.span.kind": "AGENT", "input.value": QUESTION, "output.value": ANSWER}
         llm_attrs = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-x"}
-        tool_attrs = {"openinference.span.kind": "TOOL", "tool.name": "get_weather",
-                      "input.value": json.dumps({"city": "Paris", "unit": "C"}), "output.value": "{\"temp\": 21}"}
+        tool_attrs = {
+            "openinference.span.kind": "TOOL",
+            "tool.name": "get_weather",
+            "input.value": json.dumps({"city": "Paris", "unit": "C"}),
+            "output.value": '{"temp": 21}',
+        }
     spans = [
         span(trace_id, root, b"", name, T0, T0 + 9_000_000, root_attrs),
         span(trace_id, llm, root, "llm", T0 + 1, T0 + 2_000_000, llm_attrs),

@@ -32,7 +32,6 @@ from evaluations.evalsets.formats import read_upload
 from evaluations.evalsets.formats.base import EvalSetImportError, SourceFile, stem
 from evaluations.evalsets.formats.deepeval import LIST_DELIMITER, derive_eval_ids
 from evaluations.models import EvalCase, EvalSetVersion
-from evaluations.schemas.evalset import EvalCase as NativeCase
 
 TOOL_FORMATS = ("adk", "uipath", "deepeval")
 TOOL_LABELS = {"adk": "ADK", "uipath": "UiPath", "deepeval": "DeepEval"}
@@ -152,7 +151,8 @@ def tool_export(version: EvalSetVersion, fmt: str) -> ToolExport:
         .only(*CASE_FIELDS, "position")
         .iterator(chunk_size=500)
     )
-    cases = [NativeCase.model_validate(case_native(row)) for row in rows]
+    # The stored JSON is the native model's dump (all fields, defaults filled): used as it is.
+    cases = [case_native(row) for row in rows]
     writer = _WRITERS[fmt]
     losses: list[Loss] = []
     files = writer(header, cases, found[1], losses)
@@ -187,8 +187,12 @@ def _header(version: EvalSetVersion) -> _Header:
     )
 
 
-def _dump(value: Any) -> bytes:
-    return (json.dumps(value, ensure_ascii=False, indent=2) + "\n").encode()
+PRETTY_CASES = 2_000  # larger exports are written compact: json's indenting encoder is pure Python
+
+
+def _dump(value: Any, cases: int = 0) -> bytes:
+    indent = 2 if cases <= PRETTY_CASES else None
+    return (json.dumps(value, ensure_ascii=False, indent=indent) + "\n").encode()
 
 
 def _package(files: list[SourceFile]) -> ToolExport:
@@ -211,7 +215,7 @@ def _safe_name(value: str) -> str:
 # --- Checking by reading back -------------------------------------------------------------------
 
 
-def _check(fmt: str, header: _Header, cases: list[NativeCase], files: list[SourceFile]) -> list[Loss]:
+def _check(fmt: str, header: _Header, cases: list[dict[str, Any]], files: list[SourceFile]) -> list[Loss]:
     """Read the export back with the tool's reader; every difference from the stored content
     is a loss, with its path."""
     try:
@@ -237,17 +241,17 @@ def _check(fmt: str, header: _Header, cases: list[NativeCase], files: list[Sourc
     ):
         losses += [Loss(None, path, message) for path, message in _differences(name, _plain(mine), _plain(theirs))]
     returned = evalset.eval_cases or (back.sink.cases if back.sink is not None else [])
-    if [c.eval_id for c in returned] != [c.eval_id for c in cases]:
+    if [c.eval_id for c in returned] != [c["eval_id"] for c in cases]:
         ids = {c.eval_id for c in returned}
-        missing = [c.eval_id for c in cases if c.eval_id not in ids]
+        missing = [c["eval_id"] for c in cases if c["eval_id"] not in ids]
         for eval_id in missing:
             losses.append(Loss(eval_id, "eval_id", "the case's id cannot be written (it comes back as another)"))
         if not missing:
             losses.append(Loss(None, "eval_cases", "the cases come back in another order"))
         return losses
     for mine_case, their_case in zip(cases, returned, strict=True):
-        for path, message in _differences("", mine_case.model_dump(mode="json"), their_case.model_dump(mode="json")):
-            losses.append(Loss(mine_case.eval_id, path, message))
+        for path, message in _differences("", mine_case, their_case.model_dump(mode="json")):
+            losses.append(Loss(mine_case["eval_id"], path, message))
     return losses
 
 
@@ -354,9 +358,9 @@ def _adk_invocation(inv: dict[str, Any], path: str, case: str, losses: list[Loss
     return out
 
 
-def _adk_case(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
-    raw = case.model_dump(mode="json")
-    eid = case.eval_id
+def _adk_case(case: dict[str, Any], losses: list[Loss]) -> dict[str, Any]:
+    raw = case
+    eid = case["eval_id"]
     if raw["tags"]:
         losses.append(Loss(eid, "tags", "ADK eval cases have no tags"))
     if raw["criteria"]:
@@ -441,7 +445,7 @@ def _adk_config(config: dict[str, Any], losses: list[Loss]) -> dict[str, Any]:
     return out
 
 
-def _write_adk(header: _Header, cases: list[NativeCase], variant: str, losses: list[Loss]) -> list[SourceFile]:
+def _write_adk(header: _Header, cases: list[dict[str, Any]], variant: str, losses: list[Loss]) -> list[SourceFile]:
     doc: dict[str, Any] = {
         "eval_set_id": header.eval_set_id,
         "name": header.name,
@@ -453,10 +457,10 @@ def _write_adk(header: _Header, cases: list[NativeCase], variant: str, losses: l
         losses.append(Loss(None, "evaluator_config", "ADK eval sets carry no evaluator definitions"))
     base = _safe_name(header.eval_set_id)
     if header.default_config is None:
-        return [SourceFile(f"{base}.evalset.json", _dump(doc))]
+        return [SourceFile(f"{base}.evalset.json", _dump(doc, len(cases)))]
     config = _adk_config(header.default_config, losses)
     return [
-        SourceFile(f"{base}/{base}.evalset.json", _dump(doc)),
+        SourceFile(f"{base}/{base}.evalset.json", _dump(doc, len(cases))),
         SourceFile(f"{base}/test_config.json", _dump(config)),
     ]
 
@@ -481,9 +485,9 @@ def _uipath_value(message: dict[str, Any] | None, path: str, case: str, losses: 
     return False, None
 
 
-def _uipath_case(case: NativeCase, variant: str, losses: list[Loss]) -> dict[str, Any]:
-    raw = case.model_dump(mode="json")
-    eid = case.eval_id
+def _uipath_case(case: dict[str, Any], variant: str, losses: list[Loss]) -> dict[str, Any]:
+    raw = case
+    eid = case["eval_id"]
     for key, message in (
         ("tags", "UiPath evaluations have no tags"),
         ("rubrics", "UiPath evaluations have no rubrics"),
@@ -577,7 +581,7 @@ def _holder(criteria: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, list[
     return None
 
 
-def _write_uipath(header: _Header, cases: list[NativeCase], variant: str, losses: list[Loss]) -> list[SourceFile]:
+def _write_uipath(header: _Header, cases: list[dict[str, Any]], variant: str, losses: list[Loss]) -> list[SourceFile]:
     items_key = "evaluationItems" if variant == "uipath-evaluation-items" else "evaluations"
     if variant == "uipath-legacy":
         # A legacy evaluation's criteria are implied by its expectedOutput; edited ones are
@@ -592,7 +596,7 @@ def _write_uipath(header: _Header, cases: list[NativeCase], variant: str, losses
     doc.update(header.metadata)
     doc[items_key] = [_uipath_case(c, variant, losses) for c in cases]
     folder = _safe_name(header.eval_set_id)
-    files = [SourceFile(f"{folder}/eval-sets/{folder}.json", _dump(doc))]
+    files = [SourceFile(f"{folder}/eval-sets/{folder}.json", _dump(doc, len(cases)))]
     config = dict(header.evaluator_config or {})
     types = config.pop("$types", {}) if isinstance(config.get("$types"), dict) else {}
     for index, (ref, definition) in enumerate(config.items()):
@@ -662,9 +666,9 @@ def _golden_common(raw: dict[str, Any], golden: dict[str, Any], metadata: dict[s
         golden.update({k: v for k, v in extra.items() if k not in golden})
 
 
-def _single_golden(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
-    raw = case.model_dump(mode="json")
-    eid = case.eval_id
+def _single_golden(case: dict[str, Any], losses: list[Loss]) -> dict[str, Any]:
+    raw = case
+    eid = case["eval_id"]
     for key in ("session_input", "conversation_scenario", "rubrics", "criteria"):
         if raw[key]:
             losses.append(Loss(eid, key, f"a single-turn DeepEval golden has no {key}"))
@@ -706,9 +710,9 @@ def _turn(message: dict[str, Any], role: str) -> dict[str, Any]:
     return turn
 
 
-def _multi_golden(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
-    raw = case.model_dump(mode="json")
-    eid = case.eval_id
+def _multi_golden(case: dict[str, Any], losses: list[Loss]) -> dict[str, Any]:
+    raw = case
+    eid = case["eval_id"]
     for key in ("session_input", "rubrics", "criteria"):
         if raw[key]:
             losses.append(Loss(eid, key, f"a conversational DeepEval golden has no {key}"))
@@ -777,15 +781,15 @@ def _multi_golden(case: NativeCase, losses: list[Loss]) -> dict[str, Any]:
     return golden
 
 
-def _write_deepeval(header: _Header, cases: list[NativeCase], variant: str, losses: list[Loss]) -> list[SourceFile]:
+def _write_deepeval(header: _Header, cases: list[dict[str, Any]], variant: str, losses: list[Loss]) -> list[SourceFile]:
     multi = variant == "deepeval-multi-turn"
     goldens = [_multi_golden(c, losses) if multi else _single_golden(c, losses) for c in cases]
     # Goldens carry no ids: the reader derives them (id, else a unique name, else golden-<n>).
     # An id is written only where the derivation would not give the case's own.
     derived = derive_eval_ids([[None, g.get("name")] for g in goldens], "golden")
     for golden, case, guess in zip(goldens, cases, derived, strict=True):
-        if guess != case.eval_id:
-            golden["id"] = case.eval_id
+        if guess != case["eval_id"]:
+            golden["id"] = case["eval_id"]
             golden.setdefault("name", golden.get("name"))
             if golden["name"] is None:
                 del golden["name"]
@@ -793,7 +797,7 @@ def _write_deepeval(header: _Header, cases: list[NativeCase], variant: str, loss
     filename = f"{_safe_name(header.eval_set_id)}.{'csv' if csv_file else 'json'}"
     if stem(filename) != header.eval_set_id:
         losses.append(Loss(None, "eval_set_id", "a DeepEval dataset's id is its file name; this id is not a file name"))
-    return [SourceFile(filename, _deepeval_csv(goldens) if csv_file else _dump(goldens))]
+    return [SourceFile(filename, _deepeval_csv(goldens) if csv_file else _dump(goldens, len(cases)))]
 
 
 _LIST_CELLS = {"context", "retrieval_context", "tags"}
