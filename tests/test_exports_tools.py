@@ -278,3 +278,26 @@ def test_realworld_files_are_all_covered() -> None:
         and p.name != "test_config.json"
     ]
     assert eval_sets and {str(Path(p).relative_to(REALWORLD)) for p in eval_sets} <= covered
+
+
+def test_a_case_added_in_the_editor_keeps_its_id_in_deepeval(acme: Project, globex: Project) -> None:
+    version = upload(acme, "deepeval-goldens-json").version
+    new = {
+        "eval_id": "refund-policy",
+        "name": "Name 1",  # a name another golden has: the id must be written
+        "tags": ["added"],
+        "conversation": [
+            {
+                "invocation_id": "turn_1",
+                "user_content": {"role": "user", "content": "Can I get a refund?"},
+                "expected_final_response": {"role": "assistant", "content": "Within 30 days."},
+                "expected_tool_trajectory": [{"name": "policy", "args": {"topic": "refunds"}}],
+            }
+        ],
+    }
+    change = {"base_version": version.number, "changes": [{"op": "put", "case": new}]}
+    second = evalset_edit(evalset=version.evalset, edit=parse_edit(change), user=None, how="edit").version
+    export = tool_export(second, "deepeval")
+    back = reimport(globex, export.data, export.filename).version
+    assert back.content_hash == second.content_hash
+    assert case_hashes(back)[-1][0] == "refund-policy"

@@ -534,9 +534,8 @@ def _uipath_case(case: dict[str, Any], variant: str, losses: list[Loss]) -> dict
             out["expectedOutput"] = output
     metadata = {k: v for k, v in raw["metadata"].items() if k not in out}
     out.update(metadata)
-    if variant == "uipath-evaluation-items" and has_output:
-        # No expectedOutput of its own in this shape: it is read from the criteria (checked on read-back).
-        pass
+    # (The evaluation-items shape has no expectedOutput of its own: the reader takes it from
+    # the criteria, and the read-back check reports an expected output they do not hold.)
     return out
 
 
@@ -790,9 +789,6 @@ def _write_deepeval(header: _Header, cases: list[dict[str, Any]], variant: str, 
     for golden, case, guess in zip(goldens, cases, derived, strict=True):
         if guess != case["eval_id"]:
             golden["id"] = case["eval_id"]
-            golden.setdefault("name", golden.get("name"))
-            if golden["name"] is None:
-                del golden["name"]
     csv_file = header.metadata.get("file_type") == "csv"
     filename = f"{_safe_name(header.eval_set_id)}.{'csv' if csv_file else 'json'}"
     if stem(filename) != header.eval_set_id:
