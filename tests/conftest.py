@@ -90,6 +90,15 @@ def chromium():  # type: ignore[no-untyped-def]
         browser.close()
 
 
+@pytest.fixture
+def tab(chromium):  # type: ignore[no-untyped-def]
+    """A fresh desktop tab (1440 x 900, 10 s timeouts, downloads accepted), closed after the test."""
+    context = chromium.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
+    context.set_default_timeout(10_000)
+    yield context.new_page()
+    context.close()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests need Debian's Chromium. Without it they are skipped with that reason,
     unless EVALSITE_REQUIRE_BROWSER is set (CI), where a missing browser is a failure."""

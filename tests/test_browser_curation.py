@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,15 +25,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
 ]
-
-
-@pytest.fixture
-def tab(chromium: Any) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1440, "height": 900})
-    context.set_default_timeout(10_000)
-    page = context.new_page()
-    yield page
-    context.close()
 
 
 def log_in(tab: Any, live_server: Any, username: str, password: str) -> None:

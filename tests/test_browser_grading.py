@@ -36,15 +36,6 @@ pytestmark = [
 
 
 @pytest.fixture
-def tab(chromium: Any) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1440, "height": 900})
-    context.set_default_timeout(10_000)
-    page = context.new_page()
-    yield page
-    context.close()
-
-
-@pytest.fixture
 def judged(acme: Project, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
     with FakeLLM() as llm:
         yield judged_run(acme, generated_version(acme, 12), llm, monkeypatch, count=12, fails={1, 2, 3})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +30,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
 ]
-
-
-@pytest.fixture
-def tab(chromium: Any) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1440, "height": 900})
-    context.set_default_timeout(10_000)
-    page = context.new_page()
-    yield page
-    context.close()
 
 
 def log_in(tab: Any, live_server: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from evaluations.models import CaseResult, Project, Run, Triage
+from evaluations.models import CaseResult, Project, Run, Trace, Triage
 from evaluations.runs import services as runs
 from tests.compare_helpers import import_demo, make_run, perfect_outputs, regressed_outputs
 
@@ -147,6 +147,10 @@ def test_no_page_scrolls_sideways_on_a_390_px_phone(chromium: Any, live_server: 
     make_run(acme, candidate.evalset_version, perfect_outputs(), name="canary with a long name",
              labels={"branch": "feature/a-rather-long-branch-name-for-the-planner", "model": "provider/model-x-large"})
     tokyo = CaseResult.objects.get(run=candidate, case__eval_id="weather_tokyo")
+    # a received trace whose resource holds a long unbroken value
+    trace = Trace.objects.create(project=acme, trace_id="cd" * 16, received=True, name="agent", span_count=0,
+                                 resource={"service.instance.id": "x" * 120, "service.name": "agent"})
+    evalset_id = candidate.evalset_version.evalset_id
     context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     context.set_default_timeout(10_000)
     phone = context.new_page()
@@ -154,8 +158,9 @@ def test_no_page_scrolls_sideways_on_a_390_px_phone(chromium: Any, live_server: 
         log_in(phone, live_server)
         paths = ["/", f"/compare/?baseline={baseline.pk}&candidate={candidate.pk}",
                  f"/runs/{candidate.pk}/", f"/runs/{candidate.pk}/cases/{tokyo.pk}/?baseline={baseline.pk}",
-                 "/runs/", "/evalsets/", f"/evalsets/{candidate.evalset_version.evalset_id}/trend/",
-                 "/review/?tab=untriaged"]
+                 "/runs/", "/evalsets/", f"/evalsets/{evalset_id}/trend/", f"/evalsets/{evalset_id}/",
+                 f"/evalsets/{evalset_id}/versions/", "/review/?tab=untriaged", "/grading/", "/calibration/",
+                 "/traces/", f"/traces/{trace.pk}/"]
         for path in paths:
             phone.goto(live_server.url + path)
             width = phone.evaluate("document.documentElement.scrollWidth")

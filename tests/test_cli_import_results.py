@@ -22,7 +22,7 @@ def test_a_deepeval_test_run_is_imported_into_a_new_project(capsys: pytest.Captu
     out = capsys.readouterr().out
     assert "created project 'team-a'" in out
     run = Run.objects.get()
-    assert f"run {run.pk} (deepeval results: test_run.json): deepeval results for eval set 'test_run' version 1, " \
+    assert f"run {run.pk} (deepeval results: test_run.json): deepeval results for eval set 'test_support_bot' version 1, " \
            "completed; 3 cases scored (1 failed, 0 errors), 0 missing" in out
     assert run.project == Project.objects.get(slug="team-a")
 

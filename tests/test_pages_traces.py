@@ -95,7 +95,7 @@ def test_a_trace_opens_in_the_waterfall_with_names_escaped(
     response = alice_client.get(f"/traces/{trace.pk}/")
     assert response.status_code == 200
     html = response.content.decode()
-    assert 'data-testid="waterfall"' in html and "lookup" in html and "plotly-cartesian" in html  # drawn
+    assert 'data-testid="waterfall"' in html and "lookup" in html and "plotly-evalsite-" in html  # drawn
     assert "2 attributes" in html
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert bob_client.get(f"/traces/{trace.pk}/").status_code == 404  # another project's

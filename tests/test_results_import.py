@@ -249,3 +249,37 @@ def test_adks_older_double_encoded_result_is_read_and_its_problems_have_no_line(
     assert problem.path == "eval_case_results[1].overall_eval_metric_results[0].score"
     assert (problem.case, problem.line) == ("weather_paris_followup", None)
     assert Run.objects.count() == 1
+
+
+def test_a_latest_test_run_holding_only_the_confident_ai_link_says_the_results_are_not_in_it(acme: Project) -> None:
+    # Real published `.deepeval/.latest_test_run.json` files hold only this once DeepEval sent the run to
+    # Confident AI (it overwrites the file with the link): they are not results to import.
+    link = "https://app.confident-ai.com/project/p-1/test-runs/r-1/regression-testing"
+    error = _error(acme, ".latest_test_run.json", {"testRunLink": link})
+    assert error.code == "link_only"
+    [problem] = error.problems
+    assert (problem.file, problem.path, problem.line) == (".latest_test_run.json", "testRunLink", 2)
+    assert "Confident AI" in problem.message and link in problem.message
+    _nothing_written()
+
+
+def test_deepeval_runs_saved_under_the_same_file_name_become_the_eval_sets_of_their_test_files(
+        acme: Project) -> None:
+    # `deepeval test run` always saves `.latest_test_run.json`: the eval set is named after the
+    # run's test file, so two suites do not become versions of one eval set.
+    single = json.loads((RESULTS / "deepeval" / "test_run.json").read_text())
+    multi = json.loads((RESULTS / "deepeval" / "conversational_test_run.json").read_text())
+    first = results_import(project=acme, file=SourceFile(".latest_test_run.json",
+                                                         json.dumps({"testRunData": single}).encode()))
+    second = results_import(project=acme, file=SourceFile(".latest_test_run.json",
+                                                          json.dumps({"testRunData": multi}).encode()))
+    assert first.evalset_version.evalset.eval_set_id == "test_support_bot"
+    assert second.evalset_version.evalset.eval_set_id == "test_support_conversations"
+    assert {first.evalset_version.number, second.evalset_version.number} == {1}
+    del single["testFile"]
+    third = results_import(project=acme, file=SourceFile(".latest_test_run.json",
+                                                         json.dumps({"testRunData": single}).encode()))
+    assert third.evalset_version.evalset.eval_set_id == "latest_test_run"
+    single["identifier"] = "nightly/support"
+    fourth = results_import(project=acme, file=SourceFile("run.json", json.dumps(single).encode()))
+    assert fourth.evalset_version.evalset.eval_set_id == "nightly_support"

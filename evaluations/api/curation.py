@@ -19,7 +19,7 @@ from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_re
 from evaluations.api.serializers import EvalSetVersionSerializer
 from evaluations.audit import audit_record
 from evaluations.evalsets.curation import CurationError, EditOutcome, evalset_edit, parse_edit
-from evaluations.models import AuditEvent, EvalCase, EvalSet, EvalSetVersion, Project, Run
+from evaluations.models import AuditEvent, EvalCase, EvalSet, EvalSetVersion, Project, Run, Trace
 from evaluations.review import promotion
 from evaluations.review.versions import version_diff
 
@@ -207,6 +207,71 @@ class RunPromote(APIView):
             outcome = evalset_edit(
                 evalset=target,
                 edit=parse_edit({"base_version": latest.number, "note": note, "changes": changes}),
+                user=request.user,
+                how=EvalSetVersion.How.PROMOTION,
+            )
+        except CurationError as exc:
+            raise _curation_error(exc) from None
+        return _saved(request, target, outcome)
+
+
+class TracePromoteSerializer(serializers.Serializer):
+    evalset = serializers.IntegerField(min_value=1, help_text="the eval set to add the case to")
+    eval_id = serializers.CharField(
+        required=False, max_length=255, help_text="the new case's id (default: trace-<first 12 hex of the trace id>)"
+    )
+    base_version = serializers.IntegerField(
+        required=False, min_value=1, help_text="the version the addition builds on (default: the latest; else 409)"
+    )
+    note = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class TracePromote(APIView):
+    @extend_schema(
+        summary="Promote a received trace into a new eval-set case",
+        description="The case is read off the trace's spans: one turn per root span, the user input "
+        "(OpenInference `input.value` / `llm.input_messages`, GenAI `gen_ai.input.messages`) and "
+        "final answer (`output.value`, `gen_ai.output.messages`) of the root span or its LLM spans, "
+        "and its TOOL spans' calls with their arguments as the expected trajectory. One new version "
+        "(`how_created=promotion`) whose note names the trace.",
+        request=TracePromoteSerializer,
+        responses={201: EditResultSerializer, **error_responses(*WRITE_ERRORS, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        trace = get_object_or_404(
+            Trace.objects.filter(received=True, project__in=_projects(request)).select_related("project"), pk=pk
+        )
+        data = TracePromoteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        target = EvalSet.objects.select_related("project").filter(pk=params["evalset"], project=trace.project).first()
+        if target is None:
+            raise ApiError(400, "invalid", "no such eval set in the trace's project",
+                           [problem(f"no eval set {params['evalset']} in the trace's project", "evalset")])
+        _writable(request, target)
+        latest = target.versions.order_by("-number").first()
+        if latest is None:
+            raise ApiError(400, "invalid", "the eval set has no version", [problem("has no version", "evalset")])
+        taken = set(EvalCase.objects.in_version(latest).values_list("eval_id", flat=True))
+        eval_id = params.get("eval_id")
+        if eval_id is not None and eval_id in taken:
+            raise ApiError(400, "invalid", "the eval set has that case already",
+                           [problem(f"version {latest.number} already has a case {eval_id!r}", "eval_id")])
+        case = promotion.proposed_case_from_trace(trace, taken=taken, eval_id=eval_id)
+        empty = [i for i, turn in enumerate(case["conversation"]) if not turn["user_content"]["content"]]
+        if empty:
+            raise ApiError(400, "invalid", "the trace records no user input for some turns", [
+                problem("no input.value, llm.input_messages or gen_ai.input.messages on the turn's root or LLM "
+                        "spans: add the case from the trace's page and write the input", f"trace.turns.{i}")
+                for i in empty])
+        note = params.get("note") or ""
+        if trace.trace_id not in note:
+            note = f"{note} (from trace {trace.trace_id})" if note else f"from trace {trace.trace_id}"
+        try:
+            outcome = evalset_edit(
+                evalset=target,
+                edit=parse_edit({"base_version": params.get("base_version", latest.number), "note": note,
+                                 "changes": [{"op": "put", "case": case}]}),
                 user=request.user,
                 how=EvalSetVersion.How.PROMOTION,
             )

@@ -9,8 +9,8 @@ from typing import Any
 from django.shortcuts import get_object_or_404
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import renderers, status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.parsers import FormParser
@@ -43,7 +43,7 @@ from evaluations.api.serializers import (
     TrendSerializer,
 )
 from evaluations.audit import record_uploads
-from evaluations.evalsets import selectors
+from evaluations.evalsets import exports, selectors
 from evaluations.evalsets.formats import SourceFile, check_size
 from evaluations.evalsets.services import evalset_import
 from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project, Run
@@ -160,6 +160,45 @@ class VersionNative(DownloadView):
         version = _version(request, pk, number)
         return streamed(version_native_chunks(version), "application/json",
                         f"{version.evalset.pk}-v{version.number}.evalset.json")
+
+
+class VersionExport(DownloadView):
+    """`?format=native|adk|uipath|deepeval`: the version in that format. A tool's format is
+    offered for eval sets that came from that tool; an export that would lose content is a
+    409 listing each case and field (as `problems`, `case` and `path` set)."""
+
+    renderer_classes = download_renderers(BinaryRenderer)
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # `format` names the eval-set format here, not DRF's renderer override.
+        return renderers.JSONRenderer(), "application/json"
+
+    @extend_schema(summary="Download a version in native or its tool's own format (ADK, UiPath, DeepEval)",
+                   parameters=[OpenApiParameter("format", str, enum=["native", *exports.TOOL_FORMATS],
+                                                description="default native")],
+                   responses={(200, "application/octet-stream"): OpenApiResponse(
+                       OpenApiTypes.BINARY, description="the file (a .zip when companion files come with it)"),
+                              **error_responses(*READ_ERRORS, 409)})
+    def get(self, request: Request, pk: int, number: int) -> Any:
+        from django.http import HttpResponse
+
+        from evaluations.api.errors import ApiError, problem
+
+        version = _version(request, pk, number)
+        fmt = request.query_params.get("format", "native")
+        if fmt == "native":
+            return streamed(version_native_chunks(version), "application/json",
+                            f"{version.evalset.pk}-v{version.number}.evalset.json")
+        try:
+            export = exports.tool_export(version, fmt)
+        except exports.ExportUnavailable as exc:
+            raise ApiError(400, "invalid", str(exc), [problem(str(exc), "format")]) from None
+        except exports.ExportLossError as exc:
+            raise ApiError(409, "export_loses_content", str(exc), [
+                {**problem(loss.message, loss.path), "case": loss.case} for loss in exc.losses]) from None
+        response = HttpResponse(export.data, content_type="application/octet-stream")
+        response["Content-Disposition"] = content_disposition_header(True, export.filename) or "attachment"
+        return response
 
 
 class VersionOriginal(DownloadView):

@@ -97,6 +97,7 @@ class VersionRow:
     source_filename: str
     warnings: list[str]
     tags: list[str]
+    how_created: str = "upload"
 
     @property
     def short_hash(self) -> str:
@@ -146,7 +147,7 @@ def evalset_page(
         for v in evalset.versions.select_related("created_by")
         .only(
             "pk", "number", "source_format", "source_variant", "content_hash", "case_count", "turn_count",
-            "tool_call_count", "created_at", "source_filename", "warnings", "tags", "evalset_id",
+            "tool_call_count", "created_at", "source_filename", "warnings", "tags", "evalset_id", "how_created",
             "created_by__username",
         )
         .order_by("-number")
@@ -186,6 +187,7 @@ def _version_row(version: EvalSetVersion) -> VersionRow:
         source_filename=version.source_filename,
         warnings=[str(w) for w in version.warnings or []],
         tags=[str(t) for t in version.tags or []],
+        how_created=version.how_created,
     )
 
 

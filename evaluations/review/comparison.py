@@ -65,6 +65,7 @@ from evaluations.models import (
     Run,
     Score,
 )
+from evaluations.paging import Counted
 from evaluations.review.baselines import baseline_for
 from evaluations.review.statistics import (
     CONFIDENCE as CONFIDENCE,
@@ -554,20 +555,6 @@ def scatter_groups(summary: dict[str, Any], criterion: str) -> tuple[list[list[A
     return [groups[k] for k in keys], len(points)
 
 
-class _Counted:
-    """A queryset whose count is already known (a page's paginator need not count it)."""
-
-    def __init__(self, rows: Any, count: int):
-        self.rows, self._count = rows, count
-
-    def count(self) -> int:
-        return self._count
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, item: Any) -> Any:
-        return self.rows[item]
 
 
 def _raw(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -627,7 +614,7 @@ class CaseSource:
         if q:
             return _Rows(rows.filter(eval_id__icontains=q))
         known = self.head["total"] if status == "all" else self.head["counts"].get(status, 0)
-        return _Counted(_Rows(rows), known)
+        return Counted(_Rows(rows), known)
 
     def first(self, status: str, limit: int) -> list[dict[str, Any]]:
         return list(self.cases(status)[:limit])

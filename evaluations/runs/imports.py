@@ -16,8 +16,11 @@ Read, one JSON file at a time (the format is recognised by its keys):
   `metricsData[]`: `name`, `score`, `threshold`, `success`, `reason`, `error`, ...; snake_case
   too): the test cases carry their inputs, so without a chosen eval set one is created from them
   (as DeepEval goldens: input, expected output, context, expected tools; a conversation's user
-  turns and scenario). Eval ids are derived as for goldens: the test case's `name` when unique,
-  else `golden-<n>`.
+  turns and scenario), named after the run's `identifier`, else its `testFile` (`test_rag.py` ->
+  `test_rag`), else the file (every `deepeval test run` saves `.latest_test_run.json`). Eval ids
+  are derived as for goldens: the test case's `name` when unique, else `golden-<n>`. The same file
+  holding only `{"testRunLink": ...}` (what DeepEval leaves once it sent the run to Confident AI)
+  is refused as holding no results (`link_only`).
 - **AgentFlow** `EvalReport` (`report_id`, `eval_set_id`, `results[]` of `EvalCaseResult` with
   `criterion_results[]`: `criterion`, `score`, `passed`, `threshold`, `details`): no outputs and
   no cases, matched by eval id against the chosen eval set (else the one with `eval_set_id`).
@@ -237,6 +240,8 @@ def sniff(doc: Any) -> str | None:
         return "deepeval"
     if isinstance(doc.get("testRunData"), dict) and any(m in doc["testRunData"] for m in _DEEPEVAL_MARKERS):
         return "deepeval"  # `.deepeval/.latest_test_run.json`: {"testRunData": {...}, "testRunLink": ...}
+    if set(doc) == {"testRunLink"}:
+        return "deepeval"  # the same file once DeepEval sent the run to Confident AI: only the link is left
     if "report_id" in doc and "results" in doc:
         return "agentflow"
     if "evaluationSetResults" in doc or "evaluation_set_results" in doc:
@@ -361,6 +366,13 @@ def _adk_metric(r: _Reader, metric: dict[str, Any], path: Path, case: str, turn:
 def _deepeval(r: _Reader) -> ParsedResults:
     doc = r.doc
     prefix: Path = ()
+    if set(doc) == {"testRunLink"}:
+        # DeepEval overwrites `.latest_test_run.json` with `{"testRunLink": ...}` once it has sent the run
+        # to Confident AI (`save_final_test_run_link`), as real published files show.
+        r.add(("testRunLink",), "this DeepEval file holds only the link to the test run on Confident AI "
+              f"({str(doc['testRunLink'])[:200]}), not its results: import a test run that holds them "
+              "(testCases / conversationalTestCases with metricsData)")
+        r.fail("link_only")
     if isinstance(doc.get("testRunData"), dict):
         doc, prefix = doc["testRunData"], ("testRunData",)
     single = r.items(doc, "test_cases", prefix, required=False)
@@ -417,8 +429,20 @@ def _deepeval(r: _Reader) -> ParsedResults:
             case.output = AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": duration, "turns": [
                 {"final_response": r.get(row, "actual_output"), "tool_calls": calls}]})
         cases.append(case)
-    name = r.get(doc, "identifier") or r.get(doc, "test_file") or stem(r.file.name)
-    return ParsedResults("deepeval", r.file, str(name), cases)
+    return ParsedResults("deepeval", r.file, _deepeval_name(r, doc), cases)
+
+
+def _deepeval_name(r: _Reader, doc: dict[str, Any]) -> str:
+    """The eval set a test run is created as: its `identifier`, else the test file it ran
+    (`testFile`: `evals/test_rag.py` -> `test_rag`), else the file's name. Real runs are all saved
+    as `.latest_test_run.json`: named after the file alone, unrelated runs would become versions of
+    one eval set `.latest_test_run`."""
+    identifier, test_file = r.get(doc, "identifier"), r.get(doc, "test_file")
+    if isinstance(identifier, str) and identifier.strip():
+        return identifier.strip().replace("/", "_")[:200]
+    if isinstance(test_file, str) and stem(test_file.strip()):
+        return stem(test_file.strip())[:200]
+    return stem(r.file.name).lstrip(".") or "deepeval_test_run"
 
 
 def _tools(value: Any) -> list[OutputToolCall]:
@@ -542,7 +566,7 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
         return outcome[0].version
     if parsed.carries_cases:
         goldens = json.dumps([c.golden for c in parsed.cases]).encode()
-        name = f"{stem(parsed.file.name)}.json"
+        name = f"{parsed.eval_set_id or stem(parsed.file.name)}.json"
         try:
             outcome = evalset_import(project=project, files=[SourceFile(name, goldens)], format="deepeval", user=user)
         except EvalSetImportError as exc:  # said of the test cases, where they are in the uploaded file

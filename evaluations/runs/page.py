@@ -23,6 +23,7 @@ from django.db.models.fields.json import KT
 from evaluations.evaluators.base import Level
 from evaluations.models import CaseResult, Run, Score
 from evaluations.ordering import ordered_keys
+from evaluations.paging import Counted
 from evaluations.runs.selectors import (
     RESULT_STATUSES,
     RunChartData,
@@ -180,7 +181,7 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
                     "latency_seconds", "prompt_tokens", "completion_tokens", "cost_usd", "error", "response"))
     # Unfiltered, the count is the run's own (results are created with the run): no COUNT
     # over every result of a 100,000-case run for each page.
-    listed: Any = rows if filters.active else _Counted(rows, run.cases_total)
+    listed: Any = rows if filters.active else Counted(rows, run.cases_total)
     page = Paginator(listed, RESULTS_PER_PAGE).get_page(filters.page)
     raw = list(page.object_list)
     cells: dict[tuple[int, str], ScoreCell] = {}
@@ -223,20 +224,6 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
                         statuses=RESULT_STATUSES, total=run.cases_total, iterations=run.iterations)
 
 
-class _Counted:
-    """A queryset with its count already known, for a Paginator."""
-
-    def __init__(self, rows: Any, count: int):
-        self.rows, self._count = rows, count
-
-    def count(self) -> int:
-        return self._count
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, item: Any) -> Any:
-        return self.rows[item]
 
 
 def _text(value: Any) -> str:

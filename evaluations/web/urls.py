@@ -27,6 +27,7 @@ urlpatterns = [
     path("evalsets/<int:pk>/leaderboard/", nway.evalset_leaderboard, name="evalset_leaderboard"),
     path("evalsets/versions/<int:pk>/original", evalsets.version_original, name="version_original"),
     path("evalsets/versions/<int:pk>/native.json", evalsets.version_native, name="version_native"),
+    path("evalsets/versions/<int:pk>/export/<slug:fmt>", evalsets.version_export, name="version_export"),
     path("cases/<int:pk>/", evalsets.case_detail, name="case_detail"),
     # Curation (issue 18): history, diffs, the case editor, bulk actions, promotion.
     path("evalsets/<int:pk>/versions/", curation.evalset_versions, name="evalset_versions"),
@@ -71,4 +72,5 @@ urlpatterns = [
     path("runs/<int:pk>/pin/", projects.run_pin_baseline, name="run_pin_baseline"),
     path("traces/", trace_views.trace_list, name="trace_list"),
     path("traces/<int:pk>/", trace_views.trace_detail, name="trace_detail"),
+    path("traces/<int:pk>/promote/", curation.trace_promote, name="trace_promote"),
 ]

@@ -25,7 +25,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from evaluations.audit import audit_record
 from evaluations.evalsets.curation import CurationError, EditOutcome, evalset_edit, parse_edit
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG
-from evaluations.models import AuditEvent, EvalCase, EvalSet, EvalSetVersion, Run
+from evaluations.models import AuditEvent, EvalCase, EvalSet, EvalSetVersion, Run, Trace
 from evaluations.review import comparison, promotion
 from evaluations.review.versions import version_diff
 
@@ -54,10 +54,15 @@ class Command(BaseCommand):
         promote.add_argument("--target", help="the eval set to add to (default: the run's)")
         promote.add_argument("--mode", choices=["new", "expected"], default="new")
         promote.add_argument("--note", default=None)
+        from_trace = sub.add_parser("promote-trace", help="a received trace (its pk) as a new case")
+        from_trace.add_argument("trace", type=int)
+        from_trace.add_argument("--target", required=True, help="eval set (id or eval_set_id) of its project")
+        from_trace.add_argument("--eval-id", default=None, dest="eval_id")
+        from_trace.add_argument("--note", default=None)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            getattr(self, f"_{options['action']}")(options)
+            getattr(self, f"_{options['action'].replace('-', '_')}")(options)
         except CurationError as exc:
             self.stderr.write("error: nothing was saved")
             for p in exc.problems:
@@ -147,6 +152,28 @@ class Command(BaseCommand):
         outcome = evalset_edit(
             evalset=target,
             edit=parse_edit({"base_version": latest.number, "note": note, "changes": changes}),
+            how=EvalSetVersion.How.PROMOTION,
+        )
+        self._saved(target, outcome)
+
+    def _promote_trace(self, options: dict[str, Any]) -> None:
+        trace = Trace.objects.filter(pk=options["trace"], received=True).select_related("project").first()
+        if trace is None or trace.project_id is None:
+            raise CommandError(f"no received trace {options['trace']}")
+        target = self._evalset(options["target"], project_id=trace.project_id)
+        latest = target.versions.order_by("-number").first()
+        if latest is None:
+            raise CommandError("the eval set has no version")
+        taken = set(EvalCase.objects.in_version(latest).values_list("eval_id", flat=True))
+        if options["eval_id"] and options["eval_id"] in taken:
+            raise CommandError(f"version {latest.number} already has a case {options['eval_id']!r}")
+        case = promotion.proposed_case_from_trace(trace, taken=taken, eval_id=options["eval_id"])
+        note = options["note"] or ""
+        if trace.trace_id not in note:
+            note = f"{note} (from trace {trace.trace_id})" if note else f"from trace {trace.trace_id}"
+        outcome = evalset_edit(
+            evalset=target,
+            edit=parse_edit({"base_version": latest.number, "note": note, "changes": [{"op": "put", "case": case}]}),
             how=EvalSetVersion.How.PROMOTION,
         )
         self._saved(target, outcome)

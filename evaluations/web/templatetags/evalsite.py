@@ -65,3 +65,9 @@ def plotly_script() -> str:
 def duration(seconds: float | None) -> str:
     """`1.4 s`, `52 ms`, `790 µs`: a latency with its unit, as the charts and verdicts say it."""
     return fmt_duration(seconds)
+
+
+@register.filter
+def lookup(mapping: Any, key: Any) -> Any:
+    """`{{ formats|lookup:v.number }}`: a dict's value for a key, or None."""
+    return mapping.get(key) if isinstance(mapping, dict) else None

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.audit import audit_record
-from evaluations.evalsets import selectors
+from evaluations.evalsets import exports, selectors
 from evaluations.evalsets.case_form import CaseFields, TurnFields, case_from_post, fields_from_case, friendly_path
 from evaluations.evalsets.curation import (
     CurationError,
@@ -25,13 +25,13 @@ from evaluations.evalsets.curation import (
     evalset_edit,
     parse_edit,
 )
-from evaluations.models import OPEN_VERSION, AuditEvent, CaseResult, EvalCase, EvalSet, EvalSetVersion
+from evaluations.models import OPEN_VERSION, AuditEvent, CaseResult, EvalCase, EvalSet, EvalSetVersion, Trace
 from evaluations.review import comparison, promotion
 from evaluations.review.statistics import ERRORED, FLAKY, IMPROVED, NEW, REGRESSED, UNCHANGED_FAIL
 from evaluations.review.versions import version_diff, version_history
 from evaluations.runs import page as run_pages
 from evaluations.runs.selectors import runs_visible_to
-from evaluations.web.views.common import can_upload, enter_project
+from evaluations.web.views.common import can_upload, current_project, enter_project
 
 BULK_LIMIT = 10_000
 
@@ -86,7 +86,8 @@ def evalset_versions(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "evaluations/curation/versions.html",
-        {"evalset": evalset, "versions": versions, "can_edit": can_upload(request.user, evalset.project)},
+        {"evalset": evalset, "versions": versions, "can_edit": can_upload(request.user, evalset.project),
+         "tool_formats": exports.tool_formats(evalset.pk)},
     )
 
 
@@ -151,10 +152,13 @@ def _save_case(
     action: str,
     how: str = EvalSetVersion.How.EDIT,
     extra: dict[str, Any] | None = None,
+    must_name: str = "",
 ) -> HttpResponse:
     latest = _latest(evalset)
     case, typed, problems = case_from_post(request.POST)
     note = request.POST.get("note", "").strip()
+    if must_name and must_name not in note:  # e.g. the trace a case came from stays in the history
+        note = f"{note} (from trace {must_name})" if note else f"from trace {must_name}"
     base = _number(request.POST.get("base_version"))
     if not problems:
         try:
@@ -359,6 +363,40 @@ def result_promote(request: HttpRequest, run_pk: int, result_pk: int) -> HttpRes
             extra=extra,
         ),
     )
+
+
+def _received_trace(request: HttpRequest, pk: int) -> Trace:
+    """A trace received by the current project (404 for another project's, as on its page)."""
+    project = current_project(request)
+    trace = Trace.objects.filter(project=project, received=True, pk=pk).select_related("project").first()
+    if project is None or trace is None:
+        raise Http404("no such trace in this project")
+    return trace
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def trace_promote(request: HttpRequest, pk: int) -> HttpResponse:
+    """A received trace as a new case of one of the project's eval sets (`?evalset=<id>`):
+    proposed from its spans (user input, final answer, tool calls with their arguments),
+    edited in the case editor, saved as a promotion whose note names the trace."""
+    trace = _received_trace(request, pk)
+    evalset = get_object_or_404(
+        EvalSet.objects.select_related("project"), pk=_number(request.GET.get("evalset")) or 0, project=trace.project
+    )
+    _require_edit(request, evalset)
+    action = reverse("trace_promote", args=[trace.pk]) + f"?evalset={evalset.pk}"
+    title = f"Add trace {trace.name or trace.trace_id} to {evalset.display_name}"
+    extra = {"trace": trace}
+    if request.method == "POST":
+        return _save_case(request, evalset, replaces=None, title=title, action=action,
+                          how=EvalSetVersion.How.PROMOTION, extra=extra, must_name=trace.trace_id)
+    latest = _latest(evalset)
+    proposal = promotion.proposed_case_from_trace(
+        trace, taken=set(EvalCase.objects.in_version(latest).values_list("eval_id", flat=True)))
+    return render(request, "evaluations/curation/case_form.html", _form_context(
+        evalset, latest, fields_from_case(proposal), title=title, action=action,
+        note=f"from trace {trace.trace_id}", extra=extra))
 
 
 PROMOTABLE = (REGRESSED, UNCHANGED_FAIL, ERRORED, FLAKY, IMPROVED, NEW)

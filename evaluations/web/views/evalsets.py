@@ -20,7 +20,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.audit import object_history, record_uploads
-from evaluations.evalsets import selectors
+from evaluations.evalsets import exports, selectors
 from evaluations.evalsets.formats import EvalSetImportError, SourceFile
 from evaluations.evalsets.formats import check_size as check_upload_size
 from evaluations.evalsets.forms import UploadForm
@@ -83,7 +83,9 @@ def evalset_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if page is None:
         raise Http404("no such version")
     context: dict[str, object] = {"page": page, "evalset": evalset,
-                                  "can_edit": can_upload(request.user, evalset.project)}
+                                  "can_edit": can_upload(request.user, evalset.project),
+                                  "tool_formats": exports.tool_formats(
+                                      evalset.pk, [(v.number, v.how_created, v.source_format) for v in page.versions])}
     # htmx swaps just the table while someone types; a history restore wants the whole page.
     if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
         response = render(request, "evaluations/_cases_table.html", context)
@@ -133,6 +135,26 @@ def version_native(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     response = StreamingHttpResponse(version_native_chunks(version), content_type="application/json; charset=utf-8")
     filename = _safe_filename(version.evalset.eval_set_id) + ".evalset.json"
     response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
+    return response
+
+
+@login_required
+@require_GET
+def version_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    """The version in its tool's own format; a page listing what would be lost (409) when
+    the format cannot hold it all."""
+    version = get_object_or_404(selectors.versions_visible_to(request.user).select_related("evalset__project"), pk=pk)
+    try:
+        export = exports.tool_export(version, fmt)
+    except exports.ExportUnavailable as exc:
+        raise Http404(str(exc)) from None
+    except exports.ExportLossError as exc:
+        enter_project(request, version.evalset.project)
+        return render(request, "evaluations/curation/export_losses.html",
+                      {"version": version, "evalset": version.evalset, "error": exc,
+                       "label": exports.TOOL_LABELS[fmt]}, status=409)
+    response = HttpResponse(export.data, content_type=export.content_type)
+    response["Content-Disposition"] = content_disposition_header(True, export.filename) or "attachment"
     return response
 
 

@@ -9,9 +9,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from evaluations.ingest import selectors
+from evaluations.models import EvalSet
 from evaluations.web.charts import to_html
 from evaluations.web.charts.trace import WaterfallSpan, waterfall
-from evaluations.web.views.common import current_project
+from evaluations.web.views.common import can_upload, current_project
 
 
 @login_required
@@ -40,8 +41,19 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
         WaterfallSpan(s.span_id, s.parent_span_id, s.name, s.kind, s.start_ns, s.end_ns, s.status) for s in detail.spans
     ]
     chart = to_html(waterfall(spans)) if spans else ""
+    # Members and admins may add the trace to one of the project's eval sets; viewers see no form.
+    targets = (
+        list(
+            EvalSet.objects.filter(project=project).only("pk", "name", "eval_set_id").order_by("name", "eval_set_id")[
+                :200
+            ]
+        )
+        if project is not None and can_upload(request.user, project)
+        else None
+    )
     return render(
         request,
         "evaluations/traces/detail.html",
-        {"project": project, "detail": detail, "chart_html": chart, "max_spans": selectors.MAX_SPANS},
+        {"project": project, "detail": detail, "chart_html": chart, "max_spans": selectors.MAX_SPANS,
+         "promote_targets": targets},
     )
