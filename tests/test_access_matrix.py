@@ -20,9 +20,12 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from evaluations.evalsets.formats import SourceFile
+from evaluations.evalsets.services import evalset_import
 from evaluations.models import HumanGrade, Membership, Project, Run, Trace, Triage
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
+from tests.conftest import REALWORLD
 from tests.engine_helpers import import_demo, perfect_outputs
 
 PUBLIC = "public"
@@ -97,6 +100,8 @@ ROUTES = [
     Route("trace_detail", READ),
     Route("api_traces", READ, api=True, scoped=False),
     Route("api_trace", READ, api=True),
+    Route("version_export", READ),
+    Route("api_evalset_version_export", READ, api=True, query="?format=adk"),
     Route("otlp_traces", TOKEN, "post", scoped=False),
     Route("results_import", WRITE, scoped=False),
     Route("run_rescore", WRITE, "post"),
@@ -161,6 +166,8 @@ ROUTES = [
     Route("api_evalset_edit", WRITE, "post", api=True),
     Route("api_evalset_diff", READ, api=True, query="?from=1&to=1"),
     Route("api_run_promote", WRITE, "post", api=True, data=(("eval_ids", "{eval_id}"),)),
+    Route("trace_promote", WRITE, query="?evalset={evalset}"),
+    Route("api_trace_promote", WRITE, "post", api=True, data=(("evalset", "{evalset}"),)),
 ]
 BY_NAME = {r.name: r for r in ROUTES}
 # The members page's writes and the upload/run APIs take the project in the body, not the URL.
@@ -224,7 +231,10 @@ def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, 
     grade = HumanGrade.objects.create(project=acme, run=run, result=result, criterion="trajectory_match",
                                       grader=dave, passed=True)
     trace = Trace.objects.create(project=acme, trace_id="ab" * 16, received=True, name="agent", span_count=0)
-    return {"base": base, "triage": triage, "grade": grade, "trace": trace,
+    # an eval set uploaded as ADK files, so it downloads in ADK's own format too
+    adk_files = ["google-adk/hello_world_agent/roll_die.test.json", "google-adk/hello_world_agent/test_config.json"]
+    adk = evalset_import(project=acme, files=[SourceFile(p, (REALWORLD / p).read_bytes()) for p in adk_files])[0].version
+    return {"base": base, "triage": triage, "grade": grade, "trace": trace, "adk": adk,
         "acme": acme, "version": version, "evalset": version.evalset, "case": version.cases.first(),
         "run": run, "result": result, "token": token,
         "alice": alice, "bob": bob, "carol": carol, "dave": dave,
@@ -263,6 +273,9 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "api_project_activity": {"slug": "acme"}, "api_token_revoke": {"pk": w["token"].pk},
         "api_project_member": {"slug": "acme", "pk": Membership.objects.get(user=w["alice"]).pk},
         "trace_detail": {"pk": w["trace"].pk}, "api_trace": {"pk": w["trace"].pk},
+        "version_export": {"pk": w["adk"].pk, "fmt": "adk"},
+        "api_evalset_version_export": {"pk": w["adk"].evalset_id, "number": w["adk"].number},
+        "trace_promote": {"pk": w["trace"].pk}, "api_trace_promote": {"pk": w["trace"].pk},
     }
     if route.name in pattern_kwargs:
         kwargs = pattern_kwargs[route.name]
@@ -273,7 +286,8 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
 
 
 def ids(w: dict[str, Any]) -> dict[str, Any]:
-    return {"run": w["run"].pk, "base": w["base"].pk, "result": w["result"].pk, "eval_id": w["result"].case.eval_id}
+    return {"run": w["run"].pk, "base": w["base"].pk, "result": w["result"].pk, "eval_id": w["result"].case.eval_id,
+            "evalset": w["evalset"].pk}
 
 
 def call(client: Client, route: Route, w: dict[str, Any]) -> Any:

@@ -176,8 +176,11 @@ class VersionExport(DownloadView):
     @extend_schema(summary="Download a version in native or its tool's own format (ADK, UiPath, DeepEval)",
                    parameters=[OpenApiParameter("format", str, enum=["native", *exports.TOOL_FORMATS],
                                                 description="default native")],
-                   responses={(200, "application/octet-stream"): OpenApiResponse(
-                       OpenApiTypes.BINARY, description="the file (a .zip when companion files come with it)"),
+                   responses={(200, "application/json"): OpenApiResponse(
+                       OpenApiTypes.OBJECT, description="format=native: the native .evalset.json"),
+                              (200, "application/octet-stream"): OpenApiResponse(
+                       OpenApiTypes.BINARY, description="a tool's format: the file (a .zip when companion files "
+                                                        "come with it)"),
                               **error_responses(*READ_ERRORS, 409)})
     def get(self, request: Request, pk: int, number: int) -> Any:
         from django.http import HttpResponse
