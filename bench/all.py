@@ -59,9 +59,6 @@ class Figure:
             return f"{self.value:.0f}/s"
         return f"{self.value:.2f} s"
 
-    def number(self) -> float:  # as written in the table
-        return float(re.match(r"[0-9.]+", self.text()).group())  # type: ignore[union-attr]
-
 
 def _size(n: int) -> str:
     return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
@@ -144,8 +141,13 @@ def readme_figures() -> dict[str, str]:
 
 
 def _number(text: str) -> float | None:
+    """A table cell's figure in its base unit: "82.7 ms" and "0.0827 s" are the same number
+    (a figure that fell under a second is written in ms, so the change must not compare 82.7
+    with 2.38)."""
     match = re.match(r"[0-9.]+", text)
-    return float(match.group()) if match else None
+    if not match:
+        return None
+    return float(match.group()) / 1000 if text.strip().endswith(" ms") else float(match.group())
 
 
 def render(figures: list[Figure], readme: dict[str, str]) -> str:
@@ -153,7 +155,8 @@ def render(figures: list[Figure], readme: dict[str, str]) -> str:
     for f in figures:
         before = readme.get(f.name, "")
         old = _number(before)
-        change = f"{(f.number() / old - 1) * 100:+.0f}%" if old else ""
+        now = _number(f.text())
+        change = f"{(now / old - 1) * 100:+.0f}%" if old and now is not None else ""
         rows.append((f.name, f.text(), f.target, f"{f.ratio:.2f}x" if f.ratio else "", before or "-", change))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
