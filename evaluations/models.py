@@ -216,6 +216,14 @@ class EvalCaseQuerySet(models.QuerySet["EvalCase"]):
         return self.filter(evalset_id=version.evalset_id, valid_from__lte=version.number,
                            valid_to__gt=version.number)
 
+    def in_version_ordered_by_eval_id(self, version: EvalSetVersion) -> EvalCaseQuerySet:
+        """The cases of `version` in eval_id order, walked along the (eval set, eval id) index
+        so a page of them needs no sort of the whole version: the upper bound is read as an
+        expression, or the planner takes the range index and sorts every case (the trend page
+        of a 100,000-case eval set)."""
+        return (self.filter(evalset_id=version.evalset_id, valid_from__lte=version.number)
+                .alias(upper=F("valid_to") + 0).filter(upper__gt=version.number).order_by("eval_id"))
+
     def in_version_by_eval_id(self, version: EvalSetVersion, eval_ids: str | list[str]) -> EvalCaseQuerySet:
         """Cases of `version` by eval id, found through the (eval set, eval id) index: the
         version's upper bound is read as an expression, so no planner prefers the range index."""

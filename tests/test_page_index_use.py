@@ -63,3 +63,16 @@ def test_the_drill_down_finds_the_baseline_result_through_the_case_row(acme: Pro
     if connection.vendor == "sqlite":
         plan = _plan(lookup[0])
         assert "case_id=?" in plan and "eval_id=?" in plan, plan
+
+
+def test_the_trend_page_reads_a_page_of_cases_in_eval_id_order_without_sorting_the_version(
+        acme: Project, alice_client: Client) -> None:
+    baseline, _ = _pair(acme)
+    queries = _queries(alice_client, reverse("evalset_trend", args=[baseline.evalset_version.evalset_id]))
+    listed = [q for q in queries if q.startswith('SELECT "evaluations_evalcase"."eval_id" AS "eval_id" FROM '
+                                                 '"evaluations_evalcase"') and "ORDER BY 1 ASC LIMIT" in q]
+    assert len(listed) == 1, queries
+    if connection.vendor == "sqlite":
+        plan = _plan(listed[0])
+        # along the (eval set, eval id) index: no temporary b-tree sorting the version's every case
+        assert "TEMP B-TREE" not in plan and "evalset_id=?" in plan, plan

@@ -113,9 +113,9 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
     if len(versions) == 1 and not failing_only and not any(run.eval_ids for run in runs):
         # Every run has a result for every case of the one version (a run without a subset
         # makes one per case): the version's cases are the rows, read a page at a time by
-        # their (version, eval_id) index and counted by the version, not over 30 runs' results.
-        paginator = Paginator(EvalCase.objects.in_version(runs[0].evalset_version).values_list("eval_id", flat=True)
-                              .order_by("eval_id"), CASES_PER_PAGE)
+        # their (eval set, eval_id) index and counted by the version, not over 30 runs' results.
+        paginator = Paginator(EvalCase.objects.in_version_ordered_by_eval_id(runs[0].evalset_version)
+                              .values_list("eval_id", flat=True), CASES_PER_PAGE)
         paginator.count = runs[0].evalset_version.case_count
     else:
         eval_ids = CaseResult.objects.filter(run_id__in=run_ids)
