@@ -321,11 +321,10 @@ def _untriaged_items(project: Project) -> list[tuple[Comparison, dict[str, Any],
     def where(c: Comparison) -> tuple[int, str]:
         return (c.candidate.evalset_version.evalset_id, c.candidate.branch)
 
-    newest = [c for c in comparisons if latest.get(where(c)) == c.candidate_id]
+    newest = {c.pk: c for c in comparisons if latest.get(where(c)) == c.candidate_id}
     failing_now: dict[tuple[int, str], set[str]] = {}
-    for c_pk, cases in comparison.cases_with_status(newest, STILL_FAILING).items():
-        c = next(n for n in newest if n.pk == c_pk)
-        failing_now.setdefault(where(c), set()).update(case["id"] for case in cases)
+    for c_pk, cases in comparison.cases_with_status(list(newest.values()), STILL_FAILING).items():
+        failing_now.setdefault(where(newest[c_pk]), set()).update(case["id"] for case in cases)
     items: list[tuple[Comparison, dict[str, Any], Triage | None]] = []
     seen: set[tuple[int, str, str]] = set()
     regressed = comparison.cases_with_status(comparisons, comparison.REGRESSED)
