@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 MAX_DEPTH = 64  # arrays and objects inside each other; real eval sets stay under 15
+MAX_ITEM_BOUNDS = 500_000  # the starts and ends of a 100,000-case eval set's cases, with room
 _CHUNK = 1 << 18  # 256 KiB: the int64 work arrays of a chunk stay a few MB (peak RSS of an import)
 _QUOTE, _BACKSLASH, _OPEN_ARRAY, _OPEN_OBJECT, _CLOSE_ARRAY, _CLOSE_OBJECT = (ord(c) for c in '"\\[{]}')
 
@@ -33,12 +34,16 @@ class TooDeep(json.JSONDecodeError):
         super().__init__(f"nested more than {limit} levels deep (evalsite reads at most {limit})", doc, pos)
 
 
-def deepest(data: bytes, limit: int = MAX_DEPTH, closes: list[int] | None = None) -> tuple[int, int | None]:
+def deepest(data: bytes, limit: int = MAX_DEPTH, closes: list[int] | None = None,
+            items: list[int] | None = None) -> tuple[int, int | None]:
     """(deepest nesting seen, byte offset where it first exceeded `limit`, or None).
 
     Brackets inside strings do not count; a quote after an odd run of backslashes does not
     end a string. With `closes`, the offset of every bracket that closes back to depth 1 is
-    appended to it (where each container inside the top-level value ends)."""
+    appended to it (where each container inside the top-level value ends). With `items`, the
+    offset of every bracket that opens depth 3 or closes back to depth 2 (where each container
+    inside those containers starts and ends: an eval set's cases), in order; or nothing when
+    there are more than MAX_ITEM_BOUNDS of them (not worth their memory)."""
     depth = 0
     inside = 0  # 1 while a string is open at the chunk boundary
     best = 0
@@ -75,21 +80,28 @@ def deepest(data: bytes, limit: int = MAX_DEPTH, closes: list[int] | None = None
             return top, start + int(where[int(np.argmax(levels > limit))])
         if closes is not None:
             closes.extend((start + where[is_close & outside & (levels == 1)]).tolist())
+        if items is not None:
+            bounds = outside & np.where(is_close, levels == 2, levels == 3)
+            items.extend((start + where[bounds]).tolist())
+            if len(items) > MAX_ITEM_BOUNDS:  # a crafted file's millions of `{}`: not kept
+                items.clear()
+                items = None
         best = max(best, top)
         depth = int(levels[-1])
         inside = int(parity[-1])
     return best, None
 
 
-def check_depth(data: bytes | str, limit: int = MAX_DEPTH, closes: list[int] | None = None) -> None:
+def check_depth(data: bytes | str, limit: int = MAX_DEPTH, closes: list[int] | None = None,
+                items: list[int] | None = None) -> None:
     """Raise TooDeep when `data` nests arrays and objects more than `limit` levels deep.
 
-    With `closes` (bytes only), fill it as `deepest` does; it stays empty for a document with
-    too few brackets to be worth measuring."""
+    With `closes` and `items` (bytes only), fill them as `deepest` does; they stay empty for a
+    document with too few brackets to be worth measuring."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return  # too few brackets to nest that deep: no need to look closer
-    _, where = deepest(raw, limit, closes)
+    _, where = deepest(raw, limit, closes, items)
     if where is not None:
         doc = data if isinstance(data, str) else data.decode("utf-8", "replace")
         # JSONDecodeError's position counts characters, not bytes.

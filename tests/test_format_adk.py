@@ -650,12 +650,17 @@ def test_a_file_with_sorted_keys_is_read_whole_past_its_first_cases() -> None:
         'question 119 with ] and } and \\" inside')
 
 
-@pytest.mark.parametrize("damage", ["case", "tail"])
+@pytest.mark.parametrize("damage", ["case", "between", "tail"])
 def test_a_syntax_error_past_the_first_cases_is_located(damage: str) -> None:
     doc = {"eval_set_id": "broken", "eval_cases": _many_cases(120), "name": "after"}
     text = json.dumps(doc, indent=2)
     if damage == "case":
         text = text.replace('"eval_id": "c100",', '"eval_id": "c100"')  # a missing comma
+        snippet = '"eval_id": "c100"'
+    elif damage == "between":
+        at = text.index('"eval_id": "c100"')
+        comma = text.rindex("},", 0, at)
+        text = text[:comma] + "}" + text[comma + 2:]  # no comma between two cases
         snippet = '"eval_id": "c100"'
     else:
         text = text.replace('"name": "after"', '"name": "after",')  # a trailing comma
@@ -665,6 +670,60 @@ def test_a_syntax_error_past_the_first_cases_is_located(damage: str) -> None:
     assert caught.value.code == "invalid_json"
     [problem] = caught.value.problems
     assert problem.line is not None and abs(problem.line - line_of(text, snippet)) <= 1
+
+
+def _items(file: SourceFile) -> list[Any]:
+    assert isinstance(file.json_outline, dict)
+    return list(file.iter_json_items("eval_cases"))
+
+
+def test_the_case_list_is_read_case_by_case_from_the_depth_checks_offsets() -> None:
+    """Past the outline, each case is parsed on its own from where the depth check saw it
+    start and end; containers before the list (nested too) and brackets in strings do not
+    shift them. The cases are exactly the document's."""
+    cases = _many_cases(130)
+    doc = {"metadata": {"runs": [{"a": [1, {"b": "]"}]}, {"c": "{"}]}, "eval_set_id": "spans",
+           "tags": [["x"]], "eval_cases": cases, "after": {"k": [{}]}}
+    file = SourceFile("spans.evalset.json", json.dumps(doc, indent=1).encode())
+    assert _items(file) == cases
+    assert len(file.__dict__["_item_spans"]["eval_cases"]) == 130
+    [parsed] = read_upload([SourceFile("spans.evalset.json", file.data)])
+    assert [c.eval_id for c in parsed.evalset.eval_cases] == [f"c{i}" for i in range(130)]
+    assert parsed.evalset.metadata["after"] == {"k": [{}]}
+
+
+@pytest.mark.parametrize("odd", [5, "text", None])
+def test_a_case_list_holding_a_non_object_past_the_outline_is_reported(odd: Any) -> None:
+    """An item that is not a container leaves no offsets: the list is streamed instead, and
+    the item is reported where it is, as before."""
+    doc = {"eval_set_id": "odd", "eval_cases": [*_many_cases(100), odd, *_many_cases(3)]}
+    file = SourceFile("odd.evalset.json", json.dumps(doc, indent=1).encode())
+    items = _items(file)
+    assert "eval_cases" not in file.__dict__["_item_spans"]
+    assert items[100] == odd and len(items) == 104
+    with pytest.raises(EvalSetImportError) as caught:
+        read_upload([SourceFile("odd.evalset.json", file.data)])
+    [problem] = caught.value.problems
+    assert problem.path == "eval_cases[100]" and "a case must be an object" in problem.message
+
+
+def test_a_file_with_more_containers_than_worth_keeping_offsets_for_is_streamed() -> None:
+    """Hundreds of thousands of small objects beside the cases: the depth check keeps no
+    offsets for them (their memory), and the cases are streamed and read as before."""
+    from evaluations import safejson
+
+    filler = [{}] * (safejson.MAX_ITEM_BOUNDS // 2 + 1)
+    doc = {"eval_set_id": "filled", "filler": filler, "eval_cases": _many_cases(60)}
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    items: list[int] = []
+    safejson.check_depth(data, items=items)
+    assert items == []
+    file = SourceFile("filled.evalset.json", data)
+    assert _items(file) == _many_cases(60)
+    assert "eval_cases" not in file.__dict__["_item_spans"]
+    small: list[int] = []
+    safejson.check_depth(json.dumps({"eval_cases": _many_cases(60)}).encode(), items=small)
+    assert len(small) == 120
 
 
 class _DumpCheckingSink(CaseSink):
