@@ -97,10 +97,12 @@ def check_depth(data: bytes | str, limit: int = MAX_DEPTH, closes: list[int] | N
     """Raise TooDeep when `data` nests arrays and objects more than `limit` levels deep.
 
     With `closes` and `items` (bytes only), fill them as `deepest` does; they stay empty for a
-    document with too few brackets to be worth measuring."""
+    short document with too few brackets to be worth measuring."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return  # too few brackets to nest that deep: no need to look closer
+    # Too few brackets to nest that deep: no need to look closer. (Counting them is two passes
+    # over the text; a large one is measured at once.)
+    if len(raw) <= _CHUNK and raw.count(b"[") + raw.count(b"{") <= limit:
+        return
     _, where = deepest(raw, limit, closes, items)
     if where is not None:
         doc = data if isinstance(data, str) else data.decode("utf-8", "replace")

@@ -9,13 +9,17 @@ Parsing tests call the reader directly, the way `read_upload` does (companions s
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evaluations.evalsets.formats import EvalSetImportError, SourceFile, files_from_paths, read_upload
 from evaluations.evalsets.formats.adk import reader
+from evaluations.evalsets.formats.adk_convert import AdkConverter
 from evaluations.evalsets.formats.base import CaseSink, ParsedEvalSet
 from evaluations.evalsets.formats.native import reader as native_reader
 from evaluations.evalsets.services import evalset_import
@@ -769,3 +773,88 @@ def test_a_case_with_a_nul_is_dumped_from_its_model() -> None:
     with nul_free([file.data]):
         reader.parse(file, [], sink=sink)
     assert sink.checked == [] and sink.cases[0].eval_id == "a\ufffdb"
+
+
+# --- The conversion's contract: a case it accepts is one the native model accepts unchanged --
+# (the import builds no model for a converted case; see `CaseSink.add_dump`)
+
+_text = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=6)
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False, allow_infinity=False),
+                    _text)
+_any = st.recursive(_scalar, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                     st.dictionaries(_text, inner, max_size=3)), max_leaves=5)
+
+
+def _adk_case(well_formed: bool) -> st.SearchStrategy[dict[str, Any]]:
+    """ADK cases: with `well_formed`, every field of the type ADK writes; otherwise any field
+    may hold any JSON value instead."""
+
+    def of(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        return strategy if well_formed else st.one_of(strategy, _any)
+
+    name = _text.filter(bool)
+    part = of(st.one_of(st.fixed_dictionaries({"text": of(_text)}),
+                        st.fixed_dictionaries({"text": st.none(), "thought": of(st.booleans())}),
+                        st.fixed_dictionaries({"inline_data": of(st.dictionaries(_text, _text, max_size=2))})))
+    content = of(st.fixed_dictionaries({}, optional={"role": of(st.sampled_from(["user", "model", "tool"])),
+                                                     "parts": of(st.lists(part, max_size=3))}))
+    call = of(st.fixed_dictionaries({"name": of(name)}, optional={
+        "args": of(st.dictionaries(_text, _any, max_size=3)), "id": of(st.one_of(st.none(), _text))}))
+    response = of(st.fixed_dictionaries({}, optional={"id": of(_text), "name": of(_text), "response": _any}))
+    event = of(st.fixed_dictionaries({"author": of(_text)}, optional={"content": of(st.fixed_dictionaries(
+        {"parts": of(st.lists(st.one_of(part, st.fixed_dictionaries({"function_call": call}),
+                                        st.fixed_dictionaries({"function_response": response})), max_size=3))}))}))
+    data = of(st.one_of(
+        st.fixed_dictionaries({}, optional={
+            "tool_uses": of(st.lists(call, max_size=3)), "tool_responses": of(st.lists(response, max_size=2)),
+            "intermediate_responses": of(st.lists(st.tuples(of(_text), of(st.lists(part, max_size=2))).map(list),
+                                                  max_size=2))}),
+        st.fixed_dictionaries({"invocation_events": of(st.lists(event, max_size=3))})))
+    rubric = of(st.fixed_dictionaries({"rubric_id": of(name), "rubric_content": of(st.fixed_dictionaries(
+        {"text_property": of(_text)}))}, optional={"description": of(_text), "type": of(_text)}))
+    invocation = of(st.fixed_dictionaries({"user_content": content}, optional={
+        "invocation_id": of(_text), "final_response": of(st.one_of(st.none(), content)), "intermediate_data": data,
+        "rubrics": of(st.lists(rubric, max_size=2)), "creation_timestamp": of(st.floats(0, 2e9)), "app_details": _any}))
+    session = of(st.fixed_dictionaries({}, optional={"app_name": of(_text), "user_id": of(_text),
+                                                     "session_id": of(_text), "state": of(st.dictionaries(_text, _any))}))
+    scenario = of(st.fixed_dictionaries({"starting_prompt": of(_text), "conversation_plan": of(_text)},
+                                        optional={"user_persona": _any, "extra": _any}))
+    case = st.fixed_dictionaries({"eval_id": of(name), "conversation": of(st.lists(invocation, max_size=3))}, optional={
+        "name": of(_text), "session_input": session,
+        "conversation_scenario": scenario, "rubrics": of(st.lists(rubric, max_size=2)),
+        "creation_timestamp": of(st.floats(0, 2e9)), "final_session_state": _any})
+    return st.tuples(case, st.booleans()).map(lambda pair: _camel_keys(pair[0]) if pair[1] else pair[0])
+
+
+def _camel_keys(value: Any) -> Any:
+    """The ADK web UI's spelling: every snake_case key in camelCase."""
+    if isinstance(value, dict):
+        return {re.sub(r"_([a-z])", lambda m: m.group(1).upper(), k): _camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel_keys(v) for v in value]
+    return value
+
+
+def _converted(raw: Any) -> tuple[dict[str, Any] | None, list[Any]]:
+    converter = AdkConverter(SourceFile("generated.evalset.json", b"{}"))
+    return converter.case(raw, ("eval_cases", 0), 0), converter.errors
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=_adk_case(well_formed=True))
+def test_a_well_formed_case_converts_to_a_native_models_exact_dump(raw: dict[str, Any]) -> None:
+    case, errors = _converted(raw)
+    assert case is not None and not errors, errors
+    assert NativeEvalCase.model_validate(case).model_dump(mode="json") == case
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=_adk_case(well_formed=False))
+def test_any_case_the_conversion_accepts_the_native_model_accepts_unchanged(raw: dict[str, Any]) -> None:
+    """Wrong types anywhere: the conversion either reports a problem or makes a dict the native
+    model validates without a change (a refusal here would raise ValidationError)."""
+    case, errors = _converted(raw)
+    if case is not None and not errors:
+        assert NativeEvalCase.model_validate(case).model_dump(mode="json") == case
+    else:
+        assert errors

@@ -162,7 +162,7 @@ class _Working:
         if position is None:
             position = self.next_position
             self.next_position += 1
-        row = _case_row(position, case)
+        row = _case_row(position, case.model_dump(mode="json"))
         content_hash = case_content_hash(case.eval_id, case.name, row[_JSON_AT : _JSON_AT + len(_CASE_JSON_COLUMNS)])
         self.entries[case.eval_id] = _Entry(
             case.eval_id, position, content_hash, row[-2], row[-1], list(case.tags), row=row

@@ -21,6 +21,7 @@ from evaluations.evalsets.formats.base import CaseSink, gc_paused
 from evaluations.models import OPEN_VERSION, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
 from evaluations.safejson import compact_encoder
 from evaluations.schemas.evalset import EvalCase as NativeCase
+from evaluations.schemas.evalset import content_text
 
 DEFAULT_PROJECT_SLUG = "default"
 BULK_BATCH = 1000
@@ -84,12 +85,17 @@ class _CaseRows(CaseSink):
         self.turns = 0
         self.tool_calls = 0
 
+    takes_dumps = True  # rows are made from the dump
+
     def keep(self, position: int, case: NativeCase, dumped: dict[str, Any] | None = None) -> None:
-        row = _case_row(position, case, dumped)
-        case_hash = case_content_hash(case.eval_id, case.name, row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)])
+        self.keep_dump(position, case.model_dump(mode="json") if dumped is None else dumped)
+
+    def keep_dump(self, position: int, dumped: dict[str, Any]) -> None:
+        row = _case_row(position, dumped)
+        case_hash = case_content_hash(row[1], row[2], row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)])
         self.digest.update(case_hash.encode())
         self.rows.append((*row, case_hash))
-        self.tags.update(case.tags)
+        self.tags.update(dumped["tags"])
         self.turns += row[-2]
         self.tool_calls += row[-1]
 
@@ -216,20 +222,21 @@ _JSON_AT = _CASE_COLUMNS.index(_CASE_JSON_COLUMNS[0])
 _EMPTY_TEXT = {"[]": "[]", "{}": "{}", "None": "null"}
 
 
-def _case_row(position: int, case: NativeCase, dumped: dict[str, Any] | None = None) -> tuple[Any, ...]:
-    """A row (see `_CASE_COLUMNS`) whose JSON columns hold canonical text (sorted keys,
-    compact), written once and used both for the content hash and for the insert.
-    `dumped`: the case's `model_dump(mode="json")` when the reader already has it."""
-    if dumped is None:
-        dumped = case.model_dump(mode="json")
-    first_user = case.conversation[0].user_content.get_text() if case.conversation else ""
-    if not first_user and case.conversation_scenario:
-        first_user = case.conversation_scenario.starting_prompt or case.conversation_scenario.conversation_plan
+def _case_row(position: int, dumped: dict[str, Any]) -> tuple[Any, ...]:
+    """A row (see `_CASE_COLUMNS`) from a case's `model_dump(mode="json")`, whose JSON
+    columns hold canonical text (sorted keys, compact), written once and used both for the
+    content hash and for the insert."""
+    conversation = dumped["conversation"]
+    first_user = content_text(conversation[0]["user_content"]["content"]) if conversation else ""
+    scenario = dumped["conversation_scenario"]
+    if not first_user and scenario:
+        first_user = scenario["starting_prompt"] or scenario["conversation_plan"]
     texts = [(None if dumped[name] else _EMPTY_TEXT.get(repr(dumped[name]))) or _encode(dumped[name])
              for name in _CASE_JSON_COLUMNS]
-    return (position, case.eval_id, case.name[:255], "|" + "|".join(case.tags) + "|" if case.tags else "",
-            *texts, first_user[:2000], len(case.conversation),
-            sum(len(i.expected_tool_trajectory) for i in case.conversation))
+    tags = dumped["tags"]
+    return (position, dumped["eval_id"], dumped["name"][:255], "|" + "|".join(tags) + "|" if tags else "",
+            *texts, first_user[:2000], len(conversation),
+            sum(len(i["expected_tool_trajectory"]) for i in conversation))
 
 
 def _original(parsed: ParsedEvalSet) -> tuple[str, str, bytes]:

@@ -50,15 +50,20 @@ class MessageContent(_Native):
         return cls(role=role, content=[{"type": "json", "json": value}])
 
     def get_text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        texts: list[str] = []
-        for part in self.content:
-            if isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            elif "json" in part:
-                texts.append(json.dumps(part["json"], ensure_ascii=False, sort_keys=True))
-        return "\n".join(texts)
+        return content_text(self.content)
+
+
+def content_text(content: str | list[dict[str, Any]]) -> str:
+    """A message's content as text (`MessageContent.get_text`, also for its JSON dump)."""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif "json" in part:
+            texts.append(json.dumps(part["json"], ensure_ascii=False, sort_keys=True))
+    return "\n".join(texts)
 
 
 class ToolCall(_Native):

@@ -329,20 +329,36 @@ class CaseSink:
         self._positions: dict[str, int] = {}
         self.source_name: str | None = None  # named in a too_many_cases error
 
+    # Whether `add_dump` may be given a case that was never a model (see there).
+    takes_dumps = False
+
     def add(self, case: EvalCase, dumped: dict[str, Any] | None = None) -> None:
         """Take the next case; `dumped`, when the reader has it, is exactly the case's
         `model_dump(mode="json")` (spares the sink a dump)."""
+        self.keep(self._next_position(case.eval_id), case, dumped)
+
+    def add_dump(self, dumped: dict[str, Any]) -> None:
+        """Take the next case as the `model_dump(mode="json")` of a model never built: for
+        sinks with `takes_dumps`, from readers whose own checks make a dict the native model
+        accepts unchanged (the ADK conversion, on text with no NUL: what validation would
+        only repeat; tests/test_format_adk.py holds the conversion to it)."""
+        self.keep_dump(self._next_position(dumped["eval_id"]), dumped)
+
+    def _next_position(self, eval_id: str) -> int:
         if self.count >= max_cases():
             raise too_many_cases(self.source_name)
         position = self.count
         self.count += 1
-        first = self._positions.setdefault(case.eval_id, position)
+        first = self._positions.setdefault(eval_id, position)
         if first != position:
-            self.duplicates.append((case.eval_id, first, position))
-        self.keep(position, case, dumped)
+            self.duplicates.append((eval_id, first, position))
+        return position
 
     def keep(self, position: int, case: EvalCase, dumped: dict[str, Any] | None = None) -> None:
         self.cases.append(case)
+
+    def keep_dump(self, position: int, dumped: dict[str, Any]) -> None:
+        self.cases.append(EvalCase.model_validate(dumped))
 
 
 OUTLINE_KEY = "eval_cases"
