@@ -11,7 +11,9 @@ bracket that went past the limit, so every caller that already reports invalid J
 location reports this too.
 
 It also holds the encoder evalsite writes its own compact JSON with (`compact_encoder`):
-the standard library's, without the costs of `JSONEncoder.encode` on every call.
+the standard library's, without the costs of `JSONEncoder.encode` on every call; and, for
+the import's hot path, `loads_exact` and `canonical_fast`: orjson where it gives exactly the
+standard library's values and text, the standard library where it would not.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[att
 from typing import Any
 
 import numpy as np
+import orjson
 
 MAX_DEPTH = 64  # arrays and objects inside each other; real eval sets stay under 15
 MAX_ITEM_BOUNDS = 500_000  # the starts and ends of a 100,000-case eval set's cases, with room
@@ -156,3 +159,56 @@ def compact_encoder(*, sort_keys: bool = False) -> Callable[[Any], str]:
             return standard.encode(value)
 
     return encode
+
+
+# --- orjson where it is exactly the standard library -----------------------------------------
+#
+# orjson parses and writes JSON several times faster than `json`, and differs from it in only
+# a few places, each checked for here (tests/test_safejson_exact.py holds the two to the same
+# values and the same text on generated documents):
+# - parsing, an integer beyond 64 bits becomes a float (-2**63 - 1 already does): a text
+#   with a run of 19 or more digits is parsed by `json`;
+# - parsing, NaN, Infinity, a number that overflows and a lone surrogate are refused: `json`
+#   takes them (so a value from `loads_exact` with exact=True has only finite floats);
+# - writing, NaN and infinities become null (no such float reaches `canonical_fast`), an
+#   integer beyond 64 bits is refused, and a float below 1e-4 is spelled `1e-5` or `0.00001`
+#   where Python writes `1e-05`: such text is written by `json` again.
+
+_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_NUMBER = b"0" * 19
+_canonical_standard = compact_encoder(sort_keys=True)
+
+
+def loads_exact(data: bytes) -> tuple[Any, bool]:
+    """(`json.loads(data)`, exact): exact when orjson parsed it, which then holds only finite
+    floats and the integers `json` would give. Depth is the caller's to check; errors are
+    `json`'s (a JSONDecodeError with its position)."""
+    if _LONG_NUMBER not in data.translate(_DIGITS_TO_ZERO):
+        try:
+            return orjson.loads(data), True
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data), False
+
+
+def canonical_fast(value: Any) -> str:
+    """`compact_encoder(sort_keys=True)(value)`, the same text to the character, for a value
+    with no NaN or infinity (one from `loads_exact` with exact=True, say)."""
+    try:
+        out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # an integer beyond 64 bits, a lone surrogate
+        return _canonical_standard(value)
+    if b".0000" in out or _small_float_exponent(out):
+        return _canonical_standard(value)
+    return out.decode()
+
+
+def _small_float_exponent(out: bytes) -> bool:
+    """Whether `out` may hold a float orjson spells as `1e-9` (a digit, `e-`, a digit);
+    the same in a string only costs the standard encoder."""
+    at = out.find(b"e-")
+    while at != -1:
+        if at and out[at - 1 : at].isdigit() and out[at + 2 : at + 3].isdigit():
+            return True
+        at = out.find(b"e-", at + 2)
+    return False

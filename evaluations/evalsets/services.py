@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +19,7 @@ from evaluations.bulk import insert_rows
 from evaluations.evalsets.formats import ParsedEvalSet, SourceFile, read_upload
 from evaluations.evalsets.formats.base import CaseSink, gc_paused
 from evaluations.models import OPEN_VERSION, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
-from evaluations.safejson import compact_encoder
+from evaluations.safejson import canonical_fast, compact_encoder
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.evalset import content_text
 
@@ -90,8 +90,8 @@ class _CaseRows(CaseSink):
     def keep(self, position: int, case: NativeCase, dumped: dict[str, Any] | None = None) -> None:
         self.keep_dump(position, case.model_dump(mode="json") if dumped is None else dumped)
 
-    def keep_dump(self, position: int, dumped: dict[str, Any]) -> None:
-        row = _case_row(position, dumped)
+    def keep_dump(self, position: int, dumped: dict[str, Any], *, exact: bool = False) -> None:
+        row = _case_row(position, dumped, canonical_fast if exact else _encode)
         case_hash = case_content_hash(row[1], row[2], row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)])
         self.digest.update(case_hash.encode())
         self.rows.append((*row, case_hash))
@@ -222,16 +222,20 @@ _JSON_AT = _CASE_COLUMNS.index(_CASE_JSON_COLUMNS[0])
 _EMPTY_TEXT = {"[]": "[]", "{}": "{}", "None": "null"}
 
 
-def _case_row(position: int, dumped: dict[str, Any]) -> tuple[Any, ...]:
+def _case_row(position: int, dumped: dict[str, Any],
+              encode: Callable[[Any], str] | None = None) -> tuple[Any, ...]:
     """A row (see `_CASE_COLUMNS`) from a case's `model_dump(mode="json")`, whose JSON
     columns hold canonical text (sorted keys, compact), written once and used both for the
-    content hash and for the insert."""
+    content hash and for the insert. `encode`: `safejson.canonical_fast` for a dump with no
+    NaN or infinity (the same text, faster)."""
+    if encode is None:
+        encode = _encode
     conversation = dumped["conversation"]
     first_user = content_text(conversation[0]["user_content"]["content"]) if conversation else ""
     scenario = dumped["conversation_scenario"]
     if not first_user and scenario:
         first_user = scenario["starting_prompt"] or scenario["conversation_plan"]
-    texts = [(None if dumped[name] else _EMPTY_TEXT.get(repr(dumped[name]))) or _encode(dumped[name])
+    texts = [(None if dumped[name] else _EMPTY_TEXT.get(repr(dumped[name]))) or encode(dumped[name])
              for name in _CASE_JSON_COLUMNS]
     tags = dumped["tags"]
     return (position, dumped["eval_id"], dumped["name"][:255], "|" + "|".join(tags) + "|" if tags else "",

@@ -100,15 +100,19 @@ def take(obj: dict[str, Any], name: str) -> tuple[str, Any]:
     (name, MISSING) when neither spelling is present."""
     value = obj.get(name, MISSING)
     if value is MISSING:
-        camel = _camel(name)
-        if camel in obj:
-            return camel, obj[camel]
+        camel = _camel_cache.get(name) or _camel(name)
+        value = obj.get(camel, MISSING)
+        if value is not MISSING:
+            return camel, value
     return name, value
 
 
 def _extras(obj: dict[str, Any], known: set[str]) -> dict[str, Any]:
     """The keys the conversion does not map, snake_cased, so that nothing in the file is lost."""
-    return {s: v for k, v in obj.items() if (s := _snake(k)) not in known}
+    unknown = obj.keys() - known
+    if not unknown:
+        return {}
+    return {s: v for k, v in obj.items() if k in unknown and (s := _snake(k)) not in known}
 
 
 def type_name(value: Any) -> str:
@@ -202,12 +206,12 @@ class AdkConverter:
         # `doc` is the file's outline (only the first cases); the cases themselves are
         # streamed, and each is dropped once converted and validated, so neither the raw
         # document nor the native set is ever in memory whole.
-        raw_cases = self.file.iter_json_items(key) if outlined else iter(())
+        raw_cases = self.file.iter_json_items_exact(key) if outlined else iter(())
         cases: list[EvalCase] = []
         sink = self.sink
         # Text with no NUL: validation would change nothing in a converted case (see `nul_trusted`).
         dumps = sink is not None and sink.takes_dumps and nul_trusted()
-        for index, raw in enumerate(raw_cases):
+        for index, (raw, exact) in enumerate(raw_cases):
             case = self.case(raw, (key, index), index)
             if case is not None and not self.errors:
                 if dumps:
@@ -215,7 +219,7 @@ class AdkConverter:
                     # Every field was checked on the way (the conversion's contract, held by
                     # tests/test_format_adk.py on every ADK file and on generated ones): the
                     # dict is what the native model would dump, with no model built.
-                    sink.add_dump(case)
+                    sink.add_dump(case, exact=exact)
                     continue
                 model = self.native_case(case, index)
                 if model is None:
@@ -371,6 +375,10 @@ class AdkConverter:
         for index, part in parts:
             if not isinstance(part, dict):
                 self.bad((*path, index), f"a part must be an object, not {type_name(part)}", case)
+                continue
+            if len(part) == 1 and type(text := part.get("text")) is str:  # the usual part
+                texts.append(text)
+                kept.append(part)
                 continue
             clean = {k: v for k, v in part.items() if v is not None}
             if not clean:

@@ -225,23 +225,31 @@ class SourceFile:
         """The items of the document's `key` array, streamed one at a time. Call it after
         `json_outline`, which has already read the whole document and reported any syntax
         error with its line."""
+        for item, _exact in self.iter_json_items_exact(key):
+            yield item
+
+    def iter_json_items_exact(self, key: str) -> Iterator[tuple[Any, bool]]:
+        """(item, exact) for each item of `iter_json_items`; exact when it was parsed by
+        `safejson.loads_exact` with only finite floats (see `safejson.canonical_fast`)."""
         if "json" in self.__dict__:  # parsed whole already (small file, or not strict JSON)
-            yield from self.json[key]
+            for item in self.json[key]:
+                yield item, False
             return
         spans = self.__dict__.get("_item_spans", {}).get(key)
         if spans is not None:
-            # Where each item starts and ends is known (see `_stream_outline`): the C parser
-            # reads one item at a time, twice as fast as ijson's events.
+            # Where each item starts and ends is known (see `_stream_outline`): one item at a
+            # time, each by a C parser, is much faster than ijson's events.
             data = self.data
             for start, end in spans:
                 try:
-                    yield json.loads(data[start:end + 1])
-                except ValueError:  # pragma: no cover - the outline's checks passed, json refused
+                    yield safejson.loads_exact(data[start:end + 1])
+                except ValueError:  # the outline's checks passed, json refused
                     _ = self.json  # raises the located invalid_json error
-                    raise
+                    raise  # pragma: no cover - json refused a part, yet took the whole
             return
         try:
-            yield from ijson.items(self.data, f"{key}.item", use_float=True)
+            for item in ijson.items(self.data, f"{key}.item", use_float=True):
+                yield item, False
         except (ijson.JSONError, ValueError) as exc:
             # The outline read only the first items; a syntax error further on is found here,
             # and json says where it is.
@@ -337,12 +345,13 @@ class CaseSink:
         `model_dump(mode="json")` (spares the sink a dump)."""
         self.keep(self._next_position(case.eval_id), case, dumped)
 
-    def add_dump(self, dumped: dict[str, Any]) -> None:
+    def add_dump(self, dumped: dict[str, Any], *, exact: bool = False) -> None:
         """Take the next case as the `model_dump(mode="json")` of a model never built: for
         sinks with `takes_dumps`, from readers whose own checks make a dict the native model
         accepts unchanged (the ADK conversion, on text with no NUL: what validation would
-        only repeat; tests/test_format_adk.py holds the conversion to it)."""
-        self.keep_dump(self._next_position(dumped["eval_id"]), dumped)
+        only repeat; tests/test_format_adk.py holds the conversion to it). `exact`: its
+        values were parsed by `safejson.loads_exact` with exact=True (no NaN or infinity)."""
+        self.keep_dump(self._next_position(dumped["eval_id"]), dumped, exact=exact)
 
     def _next_position(self, eval_id: str) -> int:
         if self.count >= max_cases():
@@ -357,7 +366,7 @@ class CaseSink:
     def keep(self, position: int, case: EvalCase, dumped: dict[str, Any] | None = None) -> None:
         self.cases.append(case)
 
-    def keep_dump(self, position: int, dumped: dict[str, Any]) -> None:
+    def keep_dump(self, position: int, dumped: dict[str, Any], *, exact: bool = False) -> None:
         self.cases.append(EvalCase.model_validate(dumped))
 
 
