@@ -212,3 +212,22 @@ def _small_float_exponent(out: bytes) -> bool:
             return True
         at = out.find(b"e-", at + 2)
     return False
+
+
+def dumps_fast(value: Any) -> str:
+    """Compact JSON text of `value` that parses to what `compact_encoder()(value)`'s does (the
+    text may spell a float differently: `0.00001` for `1e-05`), by orjson when that is exact: a
+    text with a null in it is written again by `json` (orjson writes NaN and infinities as
+    null, where `json` keeps them), and so is a value orjson refuses (an integer beyond 64
+    bits, a key that is not a string). For JSON that is stored, not hashed: scores'
+    justifications."""
+    try:
+        out = orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return _compact_standard(value)
+    if b"null" in out:
+        return _compact_standard(value)
+    return out.decode()
+
+
+_compact_standard = compact_encoder()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from evaluations.evalsets.formats import files_from_paths
 from evaluations.evalsets.services import _CASE_JSON_COLUMNS, case_content_hash, evalset_import
 from evaluations.models import EvalCase, Project
-from evaluations.safejson import canonical_fast, compact_encoder, loads_exact
+from evaluations.safejson import canonical_fast, compact_encoder, dumps_fast, loads_exact
 
 standard = compact_encoder(sort_keys=True)
 
@@ -123,3 +123,21 @@ def test_an_imported_case_s_columns_and_hash_are_the_standard_library_s(tmp_path
         assert row.content_hash == case_content_hash(row.eval_id, row.name, texts), row.eval_id
         assert row.conversation[0]["expected_tool_trajectory"][0]["args"]["big"] == 2**70
         assert _same(row.metadata["creation_timestamp"], by_id[row.eval_id]["creation_timestamp"])
+
+
+_stored = st.recursive(st.one_of(st.none(), st.booleans(), _number, _text, st.sampled_from([math.nan, math.inf, -math.inf])),
+                       lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(
+                           st.one_of(_text, st.integers(-3, 3)), inner, max_size=4)), max_leaves=12)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_stored)
+def test_stored_json_parses_to_what_the_standard_library_s_text_parses_to(value: Any) -> None:
+    """NaN and infinities (which orjson writes as null), integer keys and integers beyond 64
+    bits (which it refuses) included: a justification reads back the same either way."""
+    assert _same(json.loads(dumps_fast(value)), json.loads(compact_encoder()(value)))
+
+
+def test_stored_json_keeps_nan_as_the_standard_library_does() -> None:
+    assert dumps_fast({"x": math.nan, "y": [math.inf]}) == '{"x":NaN,"y":[Infinity]}'
+    assert dumps_fast({"x": 1e-05, "é": "✓"}) == '{"x":0.00001,"é":"✓"}'  # orjson's spelling, the same float

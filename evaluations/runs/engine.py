@@ -37,7 +37,7 @@ from evaluations.models import (
 from evaluations.runs.exports import case_native_dict
 from evaluations.runs.loading import PendingResult, load_pending
 from evaluations.runs.summary import run_summary
-from evaluations.safejson import compact_encoder
+from evaluations.safejson import compact_encoder, dumps_fast
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import AgentOutput
@@ -308,7 +308,7 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
         score_rows = [
             (run.pk, result.pk, s.criterion, s.criterion, Level(s.applies_to).value, s.turn_index, s.node_name,
              s.score, s.raw_value, s.passed, threshold_text(s.threshold) if s.threshold else None,
-             dumps(s.justification), s.error)
+             dumps_fast(s.justification), s.error)
             for s in scores
         ]
         usage_rows = _tool_usage(run.pk, result.pk, output)
