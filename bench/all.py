@@ -3,12 +3,15 @@
     python bench/all.py                  # full sizes (10k import and engine; growth 1k/10k/100k)
     python bench/all.py --quick          # small sizes, about 2 minutes (CI runs this)
     python bench/all.py --update-readme  # full sizes, then write the figures into README.md
+    python bench/all.py --postgres postgres://postgres@127.0.0.1:5432/postgres   # + the engine on PostgreSQL
 
 Each row: the figure, its target, its ratio to the floor measured in the same run (import
 and engine), the figure in README.md (the table between the `bench-figures` markers, which
 holds the latest full run), and the change from it. Quick sizes have no README figure. It
 prints; timings never fail it. It exits non-zero only when a benchmark crashes.
-All on SQLite (the embedded default): DATABASE_URL and REDIS_URL are ignored.
+All on SQLite (the embedded default): DATABASE_URL and REDIS_URL are ignored. With
+`--postgres URL` (a server it may create a database on), the engine benchmark also runs on
+PostgreSQL, in a scratch database created for it and dropped after.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
@@ -64,8 +70,10 @@ def _size(n: int) -> str:
     return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
-def run_engine(cases: int) -> dict:
+def run_engine(cases: int, database_url: str | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    if database_url:
+        env["DATABASE_URL"] = database_url
     with tempfile.TemporaryDirectory(prefix="evalsite-engine-") as tmp:
         env["EVALSITE_DATA_DIR"] = tmp
         done = subprocess.run([sys.executable, str(REPO / "bench" / "engine_bench.py"), "--cases", str(cases),
@@ -73,6 +81,24 @@ def run_engine(cases: int) -> dict:
     if done.returncode:
         raise RuntimeError(f"engine_bench failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@contextmanager
+def scratch_database(server_url: str) -> Iterator[str]:
+    """The URL of a new, empty database on the server `server_url` points at (its own
+    database is only connected to), dropped afterwards."""
+    import psycopg
+
+    name = f"evalsite_bench_{os.getpid()}"
+    parts = urlsplit(server_url)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def run_otlp(requests: int) -> dict:
@@ -85,7 +111,7 @@ def run_otlp(requests: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def collect(sizes: dict) -> list[Figure]:
+def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     figures: list[Figure] = []
     n = sizes["import"]
     print(f"import benchmark ({n} cases)...", flush=True)
@@ -98,6 +124,12 @@ def collect(sizes: dict) -> list[Figure]:
     eng = run_engine(n)
     figures.append(Figure(f"engine {_size(n)} x 6 evaluators, 2 workers", eng["seconds"], "s",
                           "<= 4 s, <= 2x floor", eng["ratio"]))
+    if postgres:
+        print(f"engine benchmark on PostgreSQL ({n} cases x 6 evaluators, 2 workers)...", flush=True)
+        with scratch_database(postgres) as url:
+            eng = run_engine(n, url)
+        figures.append(Figure(f"engine {_size(n)} x 6 evaluators, 2 workers, PostgreSQL", eng["seconds"], "s",
+                              "<= 6 s, <= 2x floor", eng["ratio"]))
 
     n = sizes["results_import"]
     print(f"results import benchmark ({n}-case DeepEval test run)...", flush=True)
@@ -165,7 +197,8 @@ def render(figures: list[Figure], readme: dict[str, str]) -> str:
 def update_readme(figures: list[Figure]) -> None:
     text = README.read_text()
     stamp = time.strftime("%Y-%m-%d")
-    lines = [BEGIN, f"Latest full run (`python bench/all.py`, {stamp}; SQLite, shared 2-core machine):", "",
+    command = "python bench/all.py" + (" --postgres ..." if any("PostgreSQL" in f.name for f in figures) else "")
+    lines = [BEGIN, f"Latest full run (`{command}`, {stamp}; SQLite unless named, shared 2-core machine):", "",
              "| figure | value | target | floor ratio |", "|---|---|---|---|"]
     lines += [f"| {f.name} | {f.text()} | {f.target} | {f'{f.ratio:.2f}x' if f.ratio else ''} |" for f in figures]
     lines.append(END)
@@ -181,11 +214,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes")
     parser.add_argument("--update-readme", action="store_true", help="write the figures into README.md (full run)")
+    parser.add_argument("--postgres", metavar="URL", help="also run the engine on PostgreSQL, in a scratch database "
+                        "made on this server (e.g. postgres://postgres@127.0.0.1:5432/postgres)")
     args = parser.parse_args()
     if args.quick and args.update_readme:
         parser.error("the README holds the full run's figures: --update-readme needs the full sizes")
     started = time.perf_counter()
-    figures = collect(QUICK if args.quick else FULL)
+    figures = collect(QUICK if args.quick else FULL, args.postgres)
     print()
     print(render(figures, readme_figures()))
     print(f"\n{'quick' if args.quick else 'full'} run in {time.perf_counter() - started:.0f} s"
