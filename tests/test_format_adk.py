@@ -730,6 +730,32 @@ def test_a_file_with_more_containers_than_worth_keeping_offsets_for_is_streamed(
     assert len(small) == 120
 
 
+def test_an_integer_beyond_64_bits_in_the_first_cases_does_not_parse_the_file_whole() -> None:
+    """ijson's C backend refuses such an integer (valid JSON): the outline is read by its
+    pure-Python backend instead, and the cases past it still one at a time, with the value
+    exact."""
+    cases = _many_cases(120)
+    cases[3]["metadata_id"] = 2**70
+    cases[100]["metadata_id"] = -(2**65)
+    file = SourceFile("big.evalset.json", json.dumps({"eval_set_id": "big", "eval_cases": cases}).encode())
+    items = _items(file)
+    assert "json" not in file.__dict__ and len(file.__dict__["_item_spans"]["eval_cases"]) == 120
+    assert items == cases and items[3]["metadata_id"] == 2**70
+    [parsed] = read_upload([SourceFile("big.evalset.json", file.data)])
+    assert parsed.evalset.eval_cases[100].metadata["metadata_id"] == -(2**65)
+
+
+def test_a_streamed_case_list_takes_what_json_takes_past_where_ijson_stops() -> None:
+    """A list streamed by ijson (it holds a non-object) with an integer beyond 64 bits after
+    the outline: every item comes back once, in order, the integer exact (not a false
+    `invalid_json`)."""
+    doc = {"eval_set_id": "odd", "eval_cases": [*_many_cases(60), 7, {"eval_id": "big", "n": 2**70}, *_many_cases(2)]}
+    file = SourceFile("odd.evalset.json", json.dumps(doc).encode())
+    items = _items(file)
+    assert "eval_cases" not in file.__dict__["_item_spans"]
+    assert items == doc["eval_cases"]
+
+
 class _DumpCheckingSink(CaseSink):
     """Records, for each case the reader hands over with its dict, that the dict is the
     model's dump (the import writes its columns from the dict)."""

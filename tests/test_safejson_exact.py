@@ -107,9 +107,8 @@ def test_an_imported_case_s_hash_is_the_one_the_standard_library_s_text_gives(tm
     one built from the standard encoder's text of the case (parsed by `json`, converted, and
     written by `compact_encoder`), whatever the database does to numbers in JSON columns."""
     numbers = [json.loads(n) for n in EDGE_NUMBERS if "400" not in n]
-    # The outline's streaming parser reads the first 50 cases and cannot take an integer
-    # beyond 64 bits (the file is then parsed whole, by json): those go after it, where each
-    # case is parsed on its own, by json when it holds a long number and by orjson otherwise.
+    # The outline reads the first 50 cases with ijson; the long numbers go after them, where
+    # each case is parsed on its own: by json when it holds a long number, by orjson otherwise.
     short = [n for n in numbers if not re.search(r"[0-9]{19}", json.dumps(n))]
     long = [n for n in numbers if n not in short]
 

@@ -208,7 +208,14 @@ class SourceFile:
             items: list[int] = []  # where the containers inside those start and end
             # ijson would build any depth; what reads it next would not.
             safejson.check_depth(self.data, closes=closes, items=items)
-            return _stream_outline(self.data, closes, items, self.__dict__.setdefault("_item_spans", {}))
+            spans = self.__dict__.setdefault("_item_spans", {})
+            try:
+                return _stream_outline(self.data, closes, items, spans)
+            except ijson.JSONError:
+                # The C backend refuses an integer beyond 64 bits, which is valid JSON: the
+                # pure-Python one reads the outline's few cases instead of a full parse.
+                spans.clear()
+                return _stream_outline(self.data, closes, items, spans, backend=_IJSON_PYTHON)
         except (ijson.JSONError, ValueError, UnicodeDecodeError):
             # Say where it breaks (json's errors have a line and column; ijson's do not), or
             # take what json accepts beyond strict JSON (NaN, say) from a full parse.
@@ -247,15 +254,18 @@ class SourceFile:
                     _ = self.json  # raises the located invalid_json error
                     raise  # pragma: no cover - json refused a part, yet took the whole
             return
+        given = 0
         try:
             for item in ijson.items(self.data, f"{key}.item", use_float=True):
+                given += 1
                 yield item, False
-        except (ijson.JSONError, ValueError) as exc:
+        except (ijson.JSONError, ValueError):
             # The outline read only the first items; a syntax error further on is found here,
-            # and json says where it is.
-            _ = self.json  # raises the located invalid_json error
-            raise EvalSetImportError(  # pragma: no cover - json accepted what ijson refused
-                "invalid_json", [Problem(f"not valid JSON: {exc}", file=self.name)]) from None
+            # and json says where it is. What ijson refuses and json takes (an integer beyond
+            # 64 bits, NaN) comes from json's parse of the whole document, from where ijson stopped.
+            doc = self.json  # raises the located invalid_json error
+            for item in doc[key][given:]:
+                yield item, False
 
     def try_json(self) -> tuple[Any, str | None]:
         """(document, None) or (None, why it is not JSON): for sniffing without raising."""
@@ -382,13 +392,17 @@ def _outline_of(doc: Any) -> Any:
     return doc
 
 
-def _stream_outline(data: bytes, closes: list[int], items: list[int], spans: dict[str, list[tuple[int, int]]]) -> Any:
+_IJSON_PYTHON = ijson.get_backend("python")
+
+
+def _stream_outline(data: bytes, closes: list[int], items: list[int], spans: dict[str, list[tuple[int, int]]],
+                    backend: Any = None) -> Any:
     """The outline (see `SourceFile.json_outline`) from one pass of ijson over the header and
     the first cases. The rest of the case list is not parsed here (the reader streams it
     next): `closes` (from the depth check) says where it ends, and the members after it are
     read from there. When every item of the case list is an object or an array, `spans`
     gets the (first, last) byte offsets of each (from `items`, the depth check's)."""
-    events = ijson.basic_parse(data, use_float=True)
+    events = (backend or ijson).basic_parse(data, use_float=True)
     first, value = next(events)
     if first == "start_array":
         return _first_items(events, OUTLINE_ITEMS)[0]  # enough to sniff; the rest is not read
