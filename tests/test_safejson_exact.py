@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -156,3 +157,30 @@ def test_stored_json_parses_to_what_the_standard_library_s_text_parses_to(value:
 def test_stored_json_keeps_nan_as_the_standard_library_does() -> None:
     assert dumps_fast({"x": math.nan, "y": [math.inf]}) == '{"x":NaN,"y":[Infinity]}'
     assert dumps_fast({"x": 1e-05, "é": "✓"}) == '{"x":0.00001,"é":"✓"}'  # orjson's spelling, the same float
+
+
+def test_every_character_is_escaped_as_the_standard_library_escapes_it() -> None:
+    """Each code point but the surrogates, alone and as keys sorted against each other, by
+    orjson itself (canonical_fast's fast path) and by canonical_fast."""
+    characters = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
+    keys = {characters[i:i + 3]: i for i in range(0, len(characters), 997)}
+    for value in (characters, keys):
+        assert orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode() == standard(value)
+        assert canonical_fast(value) == standard(value)
+
+
+def test_a_sweep_of_doubles_is_written_as_the_standard_library_writes_it() -> None:
+    """Every power of ten (and 1.5 and -2.5 times it) across the double range, and 200,000
+    doubles from random bit patterns (seeded): each one's canonical text is the standard
+    encoder's, and most of them took orjson's path."""
+    import random
+
+    r = random.Random(17)
+    doubles = [m * 10.0 ** k for k in range(-323, 308) for m in (1.0, 1.5, -2.5)]
+    doubles += [d for d in (_double(r.getrandbits(64)) for _ in range(200_000)) if math.isfinite(d)]
+    fast = 0
+    for value in doubles:
+        text = standard(value)
+        assert canonical_fast(value) == text, value
+        fast += orjson.dumps(value).decode() == text
+    assert fast > len(doubles) // 3
