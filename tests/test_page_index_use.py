@@ -76,3 +76,20 @@ def test_the_trend_page_reads_a_page_of_cases_in_eval_id_order_without_sorting_t
         plan = _plan(listed[0])
         # along the (eval set, eval id) index: no temporary b-tree sorting the version's every case
         assert "TEMP B-TREE" not in plan and "evalset_id=?" in plan, plan
+
+
+def test_the_trend_page_finds_its_page_of_cases_rows_by_eval_id_without_ordering_them(
+        acme: Project, alice_client: Client) -> None:
+    """The shown cases' rows, a dict by pk, found by eval id: with the model's default ordering
+    (joining the version and the eval set), or with the range index, SQLite read every case of
+    the versions shown (30 ms at 100k cases, against 0.3 ms)."""
+    baseline, _ = _pair(acme)
+    queries = _queries(alice_client, reverse("evalset_trend", args=[baseline.evalset_version.evalset_id]))
+    rows = [q for q in queries if q.startswith('SELECT "evaluations_evalcase"."id" AS "pk", '
+                                               '"evaluations_evalcase"."eval_id" AS "eval_id"')
+            and '"evaluations_evalcase"."eval_id" IN (' in q]
+    assert len(rows) == 1, queries
+    assert "ORDER BY" not in rows[0] and "JOIN" not in rows[0], rows[0]
+    if connection.vendor == "sqlite":
+        plan = _plan(rows[0])
+        assert "eval_id=?" in plan and "TEMP B-TREE" not in plan, plan

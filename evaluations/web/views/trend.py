@@ -16,6 +16,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
+from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -132,8 +133,12 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
     first_pk: dict[tuple[str, int], int] = {}
     # The shown cases' rows in each version, then their results by the (run, case) index.
     numbers = [run.evalset_version.number for run in runs]
-    case_ids = dict(EvalCase.objects.filter(evalset_id=evalset.pk, valid_from__lte=max(numbers),
-                                            valid_to__gt=min(numbers), eval_id__in=shown).values_list("pk", "eval_id"))
+    # Found through the (eval set, eval id) index, as `in_version_by_eval_id` finds them: the
+    # upper bound read as an expression and no ordering (the model's default joins the version
+    # and the eval set), or SQLite walks the range index over every case (30 ms at 100k).
+    case_ids = dict(EvalCase.objects.filter(evalset_id=evalset.pk, valid_from__lte=max(numbers), eval_id__in=shown)
+                    .alias(upper=F("valid_to") + 0).filter(upper__gt=min(numbers))
+                    .order_by().values_list("pk", "eval_id"))
     for pk, run_id, case_id, status in (
         CaseResult.objects.filter(run_id__in=run_ids, case_id__in=list(case_ids))
         .values_list("pk", "run_id", "case_id", "status").order_by("iteration", "pk")
