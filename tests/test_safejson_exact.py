@@ -106,7 +106,8 @@ def test_an_imported_case_s_hash_is_the_one_the_standard_library_s_text_gives(tm
     """A 60-case ADK eval set (read case by case past its outline) with the numbers where the
     two libraries differ, in arguments, state and metadata: every stored content hash is the
     one built from the standard encoder's text of the case (parsed by `json`, converted, and
-    written by `compact_encoder`), whatever the database does to numbers in JSON columns."""
+    written by `compact_encoder`) and its whole name (the column keeps 255 characters),
+    whatever the database does to numbers in JSON columns."""
     numbers = [json.loads(n) for n in EDGE_NUMBERS if "400" not in n]
     # The outline reads the first 50 cases with ijson; the long numbers go after them, where
     # each case is parsed on its own: by json when it holds a long number, by orjson otherwise.
@@ -118,7 +119,8 @@ def test_an_imported_case_s_hash_is_the_one_the_standard_library_s_text_gives(tm
         args = {"n": pool[(i + 2) % len(pool)], "tiny": 1e-9, "small": 0.00012, "text": f"q{i}"}
         if i >= 50 and not i % 2:
             args |= {"big": 2**70, "id": "9223372036854775807123"}
-        return {"eval_id": f"c{i}", "creation_timestamp": pool[i % len(pool)],
+        return {"eval_id": f"c{i}", "name": "long name " * 40 if i in (3, 55) else f"case {i}",
+                "creation_timestamp": pool[i % len(pool)],
                 "session_input": {"app_name": "app", "user_id": "u", "state": {"n": pool[(i + 1) % len(pool)]}},
                 "conversation": [{"invocation_id": "t1", "user_content": {"parts": [{"text": f"q{i}"}], "role": "user"},
                                   "intermediate_data": {"tool_uses": [{"name": "f", "args": args}]}}]}

@@ -92,7 +92,9 @@ class _CaseRows(CaseSink):
 
     def keep_dump(self, position: int, dumped: dict[str, Any], *, exact: bool = False) -> None:
         row = _case_row(position, dumped, canonical_fast if exact else _encode)
-        case_hash = case_content_hash(row[1], row[2], row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)])
+        # The whole name (the row's column keeps 255 characters of it), as curation hashes it.
+        case_hash = case_content_hash(dumped["eval_id"], dumped["name"],
+                                      row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)])
         self.digest.update(case_hash.encode())
         self.rows.append((*row, case_hash))
         self.tags.update(dumped["tags"])
