@@ -47,8 +47,10 @@ def visible_projects(request: Request) -> QuerySet[Project]:
     return Project.objects.visible_to(request.user)
 
 
-def project_named(request: Request, slug: str | None) -> Project:
-    """The project a write names by slug, or the caller's only project when it names none."""
+def project_named(request: Request, slug: str | None, *, read: bool = False) -> Project:
+    """The project a request names by slug, or the caller's only project when it names none.
+    Naming none with several (or no) projects is a 400 for a write and, with `read` (a list
+    read by query parameters), a 404 saying which parameter to add."""
     visible = visible_projects(request)
     if slug:
         project = visible.filter(slug=slug).first()
@@ -57,6 +59,8 @@ def project_named(request: Request, slug: str | None) -> Project:
         return project
     projects = list(visible[:2])
     if len(projects) != 1:
+        if read:
+            raise NotFound("say which project: ?project=<slug> (you belong to several, or none)")
         raise ValidationError({"project": ["say which project (you belong to several, or none)"]})
     return projects[0]
 

@@ -219,8 +219,7 @@ class RunListCreate(ListCreateAPIView):
                 project=evalset.project, version=version, target_kind=v["target_kind"], target=v["target"],
                 outputs=outputs, config=config, preset=preset, iterations=v["iterations"], warmups=v["warmups"],
                 eval_ids=v.get("eval_ids"), input_overrides=v["input_overrides"], name=v["name"],
-                labels={"model": v["model"], "git_commit": v["git_commit"], "branch": v["branch"],
-                        "tags": v["tags"]},
+                labels=_labels(v),
                 user=request.user,
             )
         except runs.RunError as exc:
@@ -239,14 +238,17 @@ class RunListCreate(ListCreateAPIView):
             run = traces_run_create(
                 project=evalset.project, version=version, deadline_seconds=seconds, config=config, preset=preset,
                 iterations=v["iterations"], eval_ids=v.get("eval_ids"), name=v["name"],
-                labels={"model": v["model"], "git_commit": v["git_commit"], "branch": v["branch"],
-                        "tags": v["tags"]},
+                labels=_labels(v),
                 user=request.user,
             )
         except runs.RunError as exc:
             raise ValidationError({"run": [str(exc)]}) from None
         record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+def _labels(v: dict[str, Any]) -> dict[str, Any]:
+    return {"model": v["model"], "git_commit": v["git_commit"], "branch": v["branch"], "tags": v["tags"]}
 
 
 # Run fields a multipart form (outputs_file beside them) can only carry as JSON text.

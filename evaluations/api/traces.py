@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations.api.common import query, responses, visible_projects
+from evaluations.api.common import project_named, query, responses
 from evaluations.api.errors import READ_ERRORS
 from evaluations.api.serializers import ReceivedTraceDetailSerializer, ReceivedTraceSerializer, TraceQuery
 from evaluations.ingest import selectors
@@ -22,16 +22,7 @@ from evaluations.models import Project
 
 
 def _project(request: Request, slug: str | None) -> Project:
-    visible = visible_projects(request)
-    if slug:
-        project = visible.filter(slug=slug).first()
-        if project is None:
-            raise NotFound(f"no project {slug!r} that you belong to")
-        return project
-    projects = list(visible[:2])
-    if len(projects) != 1:
-        raise NotFound("say which project: ?project=<slug> (you belong to several, or none)")
-    return projects[0]
+    return project_named(request, slug, read=True)
 
 
 class TraceList(ListAPIView):

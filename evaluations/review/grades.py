@@ -449,15 +449,8 @@ def queue_page(
         criteria = sorted({c for _, c in chunk})
         found: dict[tuple[int, str], dict[str, Any]] = {}
         for row in (
-            conversation_scores()
+            _item_scores()
             .filter(result_id__in=result_ids, criterion__in=criteria)
-            .annotate(
-                eval_id=F("result__case__eval_id"),
-                status=F("result__status"),
-                evalset_id=F("run__evalset_version__evalset__eval_set_id"),
-                evalset_name=F("run__evalset_version__evalset__name"),
-                response=first_response(),
-            )
             .values(
                 "result_id",
                 "run_id",
@@ -506,20 +499,25 @@ def queue_page(
     return QueuePage(items, total, disagreements, number, pages, per_page)
 
 
+def _item_scores() -> Any:
+    """Conversation-level scores with what a queue item shows beside them: the case, its
+    result's status, the eval set and the agent's first response."""
+    return conversation_scores().annotate(
+        eval_id=F("result__case__eval_id"),
+        status=F("result__status"),
+        evalset_id=F("run__evalset_version__evalset__eval_set_id"),
+        evalset_name=F("run__evalset_version__evalset__name"),
+        response=first_response(),
+    )
+
+
 def queue_item(
     scope: QueueScope, *, user: Any, result_id: int, criterion: str, position: int, disagreement: bool
 ) -> QueueItem | None:
     """One item of the queue again (after it was graded), with its grades as they are now."""
     row = (
-        conversation_scores()
+        _item_scores()
         .filter(result_id=result_id, criterion=criterion, run__project=scope.project)
-        .annotate(
-            eval_id=F("result__case__eval_id"),
-            status=F("result__status"),
-            evalset_id=F("run__evalset_version__evalset__eval_set_id"),
-            evalset_name=F("run__evalset_version__evalset__name"),
-            response=first_response(),
-        )
         .values("run_id", "passed", "score", "eval_id", "status", "evalset_id", "evalset_name", "response")
         .first()
     )
