@@ -2,16 +2,18 @@
 
     python bench/all.py                  # full sizes (10k import and engine; growth 1k/10k/100k)
     python bench/all.py --quick          # small sizes, about 2 minutes (CI runs this)
-    python bench/all.py --update-readme  # full sizes, then write the figures into README.md
+    python bench/all.py --update-docs    # full sizes, then write the figures into docs/benchmarks.md
     python bench/all.py --postgres postgres://postgres@127.0.0.1:5432/postgres   # + the engine on PostgreSQL
+    python bench/all.py --lighthouse     # + Lighthouse on the demo's pages (npm ci in bench/lighthouse first)
 
 Each row: the figure, its target, its ratio to the floor measured in the same run (import
-and engine), the figure in README.md (the table between the `bench-figures` markers, which
-holds the latest full run), and the change from it. Quick sizes have no README figure. It
+and engine), the figure in docs/benchmarks.md (the table between the `bench-figures` markers,
+which holds the latest full run), and the change from it. Quick sizes have no such figure. It
 prints; timings never fail it. It exits non-zero only when a benchmark crashes.
 All on SQLite (the embedded default): DATABASE_URL and REDIS_URL are ignored. With
 `--postgres URL` (a server it may create a database on), the engine benchmark also runs on
-PostgreSQL, in a scratch database created for it and dropped after.
+PostgreSQL, and the recovery benchmark (a database drop, a killed worker) runs there, each in
+a scratch database created for it and dropped after.
 """
 
 from __future__ import annotations
@@ -37,13 +39,17 @@ sys.path.insert(0, str(REPO / "bench"))
 import growth  # noqa: E402 - after the path
 import import_bench  # noqa: E402
 import results_import_bench  # noqa: E402
+import scoring_bench  # noqa: E402
+import wide_csv_bench  # noqa: E402
 
-README = REPO / "README.md"
+DOCS = REPO / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench-figures:begin -->", "<!-- bench-figures:end -->"
 FULL = {"import": 10_000, "import_runs": 3, "engine": 10_000, "growth": [1_000, 10_000, 100_000], "repeat": 5,
-        "results_import": 10_000, "otlp_requests": 60}
+        "results_import": 10_000, "otlp_requests": 60, "deletion": 10_000, "review": 10_000, "causes": 100_000,
+        "wide_csv_rows": 5_000, "fairness_cases": 2_000, "otlp_refusal_spans": 1_000_000}
 QUICK = {"import": 1_000, "import_runs": 1, "engine": 1_000, "growth": [200, 2_000], "repeat": 3,
-         "results_import": 1_000, "otlp_requests": 12}
+         "results_import": 1_000, "otlp_requests": 12, "deletion": 1_000, "review": 500, "causes": 1_000,
+         "wide_csv_rows": 1_000, "fairness_cases": 500, "otlp_refusal_spans": 200_000}
 
 
 @dataclass
@@ -63,6 +69,8 @@ class Figure:
             return f"{self.value:.0f} MB"
         if self.unit == "/s":
             return f"{self.value:.0f}/s"
+        if self.unit == "score":
+            return f"{self.value:.0f}"
         return f"{self.value:.2f} s"
 
 
@@ -101,6 +109,22 @@ def scratch_database(server_url: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def run_bench(script: str, *args: str, database_url: str | None = None, scratch: bool = False) -> dict:
+    """A benchmark in a child process (each sets Django up itself), its figures from the
+    JSON on its last line. `scratch`: on a SQLite data directory of its own, thrown away after."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    if database_url:
+        env["DATABASE_URL"] = database_url
+    with tempfile.TemporaryDirectory(prefix="evalsite-bench-") as tmp:
+        if scratch:
+            env["EVALSITE_DATA_DIR"] = tmp
+        done = subprocess.run([sys.executable, str(REPO / "bench" / script), *args, "--json"], env=env, cwd=REPO,
+                              capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{script} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run_otlp(requests: int) -> dict:
     """In a child process: the benchmark sets Django up in its own process for its floor."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
@@ -109,6 +133,35 @@ def run_otlp(requests: int) -> dict:
     if done.returncode:
         raise RuntimeError(f"otlp_bench failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_deletion(cases: int) -> dict:
+    return run_bench("deletion_bench.py", "--cases", str(cases), scratch=True)
+
+
+def run_review(cases: int) -> dict:
+    return run_bench("review_bench.py", "--cases", str(cases), scratch=True)
+
+
+def run_causes(cases: int) -> dict:
+    return run_bench("causes_bench.py", "--cases", str(cases), scratch=True)
+
+
+def run_lighthouse() -> list[Figure]:
+    """bench/lighthouse.py, one Lighthouse run per page: each page's mobile performance score,
+    its ratio to the login page's (the floor: the smallest page the server renders), and the
+    lowest accessibility score of the five."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "lighthouse.py"), "--runs", "1", "--json"],
+                          cwd=REPO, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"lighthouse failed:\n{done.stdout[-1500:]}{done.stderr[-1500:]}")
+    print(done.stdout[:done.stdout.index("\n{")])
+    found = json.loads(done.stdout[done.stdout.index("\n{") + 1:])
+    floor = found.pop("login (floor)")["mobile"]["performance"]
+    figures = [Figure(f"Lighthouse mobile performance, {page}", forms["mobile"]["performance"], "score", ">= 90",
+                      forms["mobile"]["performance"] / floor) for page, forms in found.items()]
+    lowest = min(forms[form]["accessibility"] for forms in found.values() for form in forms)
+    return [*figures, Figure("Lighthouse accessibility, lowest page", lowest, "score", ">= 95")]
 
 
 def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
@@ -144,6 +197,86 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
                           otlp["ratio"]))
     figures.append(Figure("OTLP ingest, p99 of a 512-span export", otlp["p99_ms"] / 1000, "ms", ""))
 
+    n = sizes["deletion"]
+    print(f"deletion benchmark (a {n}-case run)...", flush=True)
+    gone = run_deletion(n)
+    figures.append(Figure(f"delete a {_size(n)}-case run", gone["seconds"], "s", "<= 3x floor", gone["ratio"]))
+    figures.append(Figure(f"delete a {_size(n)}-case run, longest DELETE", gone["longest_statement_seconds"], "ms",
+                          "< the floor's one lock"))
+    n = sizes["review"]
+    print(f"team review benchmark ({n} cases, a tenth regressed)...", flush=True)
+    rev = run_review(n)
+    figures.append(Figure(f"bulk triage of {_size(rev['regressions'])} regressions (select all)", rev["bulk_seconds"],
+                          "s", "<= 10x floor", rev["bulk_ratio"]))
+    figures.append(Figure(f"review report, {_size(rev['regressions'])} decisions", rev["report_ms"] / 1000, "ms",
+                          "", rev["report_ratio"]))
+    n = sizes["causes"]
+    print(f"causes benchmark ({n} cases, grouped at completion)...", flush=True)
+    grouped = run_causes(n)
+    # The ratio: to the completion's own comparison of the same runs (the floor it comes on top of).
+    figures.append(Figure(f"causes of a {_size(n)}-case run", grouped["seconds"], "s", "<= 1 s", grouped["ratio"]))
+    print("notifications benchmark (10 rules on a finished run; 1,000 deliveries drained by a qcluster)...", flush=True)
+    note = run_bench("notify_bench.py", "--rules", "10", "--deliveries", "1000", "--repeat", "5", scratch=True)
+    figures += [Figure("completion with 10 notification rules, added", note["added_ms"] / 1000, "ms", "<= 50 ms",
+                       note["with_rules_ms"] / note["floor_ms"]),
+                Figure("notification deliveries drained, 2 workers", note["per_second"], "/s", ">= 100/s",
+                       note["ratio"])]
+    n = sizes["wide_csv_rows"]
+    print(f"wide CSV import ({n} rows x 1,000 columns)...", flush=True)
+    wide = wide_csv_bench.measure(n)
+    figures.append(Figure(f"import a wide CSV, {_size(n)} x 1,000, peak RSS growth", wide["peak_growth_mb"], "MB",
+                          "<= 160 MB at 5k rows", wide["peak_growth_mb"] / max(wide["floor_peak_growth_mb"], 1.0)))
+    figures.append(Figure(f"import a wide CSV, {_size(n)} x 1,000", wide["seconds"], "s", "",
+                          wide["seconds"] / wide["floor_seconds"]))
+
+    print("scoring untrusted outputs, worst cases ...", flush=True)
+    sc = scoring_bench.measure(quick=sizes is QUICK)
+    figures.append(Figure("JSON similarity, a 10,000-char leaf pair", sc["similarity_10k_s"], "ms", "< 50 ms",
+                          sc["similarity_10k_s"] / sc["similarity_typical_s"]))
+    figures.append(Figure("ANY_ORDER alignment, 500 calls", sc["any_order_500_s"], "s", "< 1 s",
+                          sc["any_order_500_s"] / sc["any_order_typical_s"]))
+    n = sizes["otlp_refusal_spans"]
+    print(f"OTLP refusal benchmark (one export of {n} spans over the budget)...", flush=True)
+    refusal = run_bench("otlp_refusal_bench.py", "--spans", str(n))
+    figures.append(Figure(f"OTLP refusal of {_size(n)} spans", refusal["seconds"], "s",
+                          "decode only (<= 2x floor)", refusal["ratio"]))
+
+    mon = run_bench("monitors_bench.py", *(("--requests", "10", "--traces", "2000", "--pages", "1000,10000")
+                                           if sizes is QUICK else ()))
+    figures.append(Figure("ingest with 3 monitors, x without", mon["ingest_ratio"], "x", "<= 1.2x"))
+    figures.append(Figure("monitor scoring, deterministic", mon["scoring_per_s"], "/s", ">= 2,000/s",
+                          mon["scoring_ratio"]))
+    page, worst = max(mon["page_growth"].items(), key=lambda kv: kv[1])  # 15 monitor and trace pages
+    figures.append(Figure(f"monitor and trace pages, worst growth per 10x stored traces ({page})", worst, "x",
+                          "<= 1.5x (1M: bench/monitors_bench.py --pages 10000,1000000)"))
+    n = sizes["fairness_cases"]
+    print(f"queue fairness benchmark ({n}-case run behind a 24-batch agent run)...", flush=True)
+    fair = run_bench("fairness_bench.py", "--cases", str(n))
+    figures.append(Figure(f"{_size(n)}-case run behind a long run, x its solo time", fair["ratio"], "x", "<= 2x"))
+    print("Inspect AI .eval log read as results (2,000 zstd samples)...", flush=True)
+    log = run_bench("inspect_log_bench.py", "--samples", "2000")
+    figures.append(Figure("read a 2k-sample Inspect .eval log", log["seconds"], "s", "<= 3x floor", log["ratio"]))
+    n = 10 * sizes["review"]  # issue 34: the sign-in log, 100k events (5k quick)
+    print(f"sign-in log benchmark ({n} events)...", flush=True)
+    log = run_bench("signins_bench.py", "--events", str(n), scratch=True)
+    figures.append(Figure(f"sign-in log page over {_size(n)} events", log["first_page_ms"] / 1000, "ms",
+                          "<= 3x floor", log["ratio"]))
+    n = sizes["import"]  # issue 33: a promptfoo config of as many tests as the ADK import's cases
+    print(f"promptfoo benchmark ({n}-test promptfooconfig.yaml, its promptfoo_* criteria)...", flush=True)
+    pf = run_bench("promptfoo_bench.py", "--tests", str(n), scratch=True)
+    figures.append(Figure(f"import a {_size(n)}-test promptfoo config", pf["import_seconds"], "s", "<= 4x floor",
+                          pf["import_ratio"]))
+    figures.append(Figure(f"promptfoo_* criteria, {_size(n)} outputs x 4", pf["scoring_seconds"], "s",
+                          "<= 3x floor", pf["scoring_ratio"]))
+    if postgres:
+        print("recovery benchmark on PostgreSQL (database drop, killed worker)...", flush=True)
+        with scratch_database(postgres) as url:
+            rec = run_bench("recovery_bench.py", "--lease", "15", database_url=url)
+        figures.append(Figure("resume after a database drop, PostgreSQL", rec["drop_seconds"], "s",
+                              "seconds, not the lease"))
+        figures.append(Figure("resume after a killed worker, lease 15 s", rec["kill_seconds"], "s",
+                              "<= lease + a tick", rec["kill_seconds"] / rec["lease"]))
+
     print(f"growth benchmark ({', '.join(_size(s) for s in sizes['growth'])} cases)...", flush=True)
     grown = growth.measure(sizes["growth"], sizes["repeat"], echo=False)
     print(growth.table(grown))
@@ -159,8 +292,8 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     return figures
 
 
-def readme_figures() -> dict[str, str]:
-    text = README.read_text()
+def docs_figures() -> dict[str, str]:
+    text = DOCS.read_text()
     if BEGIN not in text or END not in text:
         return {}
     block = text[text.index(BEGIN) + len(BEGIN):text.index(END)]
@@ -182,10 +315,10 @@ def _number(text: str) -> float | None:
     return float(match.group()) / 1000 if text.strip().endswith(" ms") else float(match.group())
 
 
-def render(figures: list[Figure], readme: dict[str, str]) -> str:
-    rows = [("figure", "now", "target", "floor ratio", "README", "change")]
+def render(figures: list[Figure], documented: dict[str, str]) -> str:
+    rows = [("figure", "now", "target", "floor ratio", "docs", "change")]
     for f in figures:
-        before = readme.get(f.name, "")
+        before = documented.get(f.name, "")
         old = _number(before)
         now = _number(f.text())
         change = f"{(now / old - 1) * 100:+.0f}%" if old and now is not None else ""
@@ -194,8 +327,8 @@ def render(figures: list[Figure], readme: dict[str, str]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-def update_readme(figures: list[Figure]) -> None:
-    text = README.read_text()
+def update_docs(figures: list[Figure]) -> None:
+    text = DOCS.read_text()
     stamp = time.strftime("%Y-%m-%d")
     command = "python bench/all.py" + (" --postgres ..." if any("PostgreSQL" in f.name for f in figures) else "")
     lines = [BEGIN, f"Latest full run (`{command}`, {stamp}; SQLite unless named, shared 2-core machine):", "",
@@ -206,28 +339,35 @@ def update_readme(figures: list[Figure]) -> None:
     if BEGIN in text and END in text:
         text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
     else:
-        raise SystemExit(f"README.md has no {BEGIN} ... {END} block to update")
-    README.write_text(text)
+        raise SystemExit(f"{DOCS.relative_to(REPO)} has no {BEGIN} ... {END} block to update")
+    DOCS.write_text(text)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes")
-    parser.add_argument("--update-readme", action="store_true", help="write the figures into README.md (full run)")
+    parser.add_argument("--update-docs", action="store_true",
+                        help="write the figures into docs/benchmarks.md (full run)")
     parser.add_argument("--postgres", metavar="URL", help="also run the engine on PostgreSQL, in a scratch database "
                         "made on this server (e.g. postgres://postgres@127.0.0.1:5432/postgres)")
+    parser.add_argument("--lighthouse", action="store_true", help="also Lighthouse on the demo's five pages (slow; "
+                        "needs `npm ci` in bench/lighthouse and Chromium)")
     args = parser.parse_args()
-    if args.quick and args.update_readme:
-        parser.error("the README holds the full run's figures: --update-readme needs the full sizes")
+    if args.quick and args.update_docs:
+        parser.error("docs/benchmarks.md holds the full run's figures: --update-docs needs the full sizes")
     started = time.perf_counter()
     figures = collect(QUICK if args.quick else FULL, args.postgres)
+    if args.lighthouse:
+        print("Lighthouse on the demo (home, a run, compare, a drill-down, the trend; phone and desktop)...",
+              flush=True)
+        figures += run_lighthouse()
     print()
-    print(render(figures, readme_figures()))
+    print(render(figures, docs_figures()))
     print(f"\n{'quick' if args.quick else 'full'} run in {time.perf_counter() - started:.0f} s"
-          + ("; quick sizes have no README figures to compare with" if args.quick else ""))
-    if args.update_readme:
-        update_readme(figures)
-        print("README.md updated")
+          + ("; quick sizes have no documented figures to compare with" if args.quick else ""))
+    if args.update_docs:
+        update_docs(figures)
+        print("docs/benchmarks.md updated")
 
 
 if __name__ == "__main__":

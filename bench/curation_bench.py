@@ -67,8 +67,8 @@ def main() -> None:
     from django.db import connection, transaction
 
     from evaluations.evalsets.curation import case_native, evalset_edit, parse_edit
-    from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
+    from evaluations.interop import SourceFile
     from evaluations.models import EvalCase, EvalSet
     from evaluations.review.versions import version_diff
 

@@ -126,11 +126,11 @@ def run_bench(cases: int, workers: int) -> dict:
     from django.core.management import call_command
     from django.db import connection
 
-    from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
+    from evaluations.interop import SourceFile
+    from evaluations.interop.outputs import read_outputs
     from evaluations.models import Run, Score
     from evaluations.runs import services as runs
-    from evaluations.runs.targets.uploaded import read_outputs
     from evaluations.schemas.evalset import EvalConfig
 
     call_command("migrate", verbosity=0)

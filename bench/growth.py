@@ -6,10 +6,15 @@ Each size runs in a fresh process on a fresh SQLite database (the embedded defau
 the eval set, evaluate two runs of it (a perfect baseline, then a candidate with regressions;
 6 evaluators, in-process on one thread; the candidate is timed, its comparison with the
 baseline included), then the pages through the Django test client, median of `--repeat`
-requests: the run page, the compare page with the cache emptied before each request
-("cold": rebuilt from the stored comparison) and cached, a case drill-down, and the eval
-set's trend over 30 runs. The 28 extra runs of the trend are written with bulk SQL (copies
-of the candidate's result rows, some statuses flipped), not evaluated, so 100k stays cheap.
+requests: the run page (with its Causes table) and the run page filtered to its largest
+cause (cold: the cache emptied, so its charts are drawn again), the compare page with the
+cache emptied before each request ("cold": rebuilt from the stored comparison and causes)
+and cached, the compare page filtered to its largest cause (cold), the run's causes through
+the API, a case drill-down, and the eval set's trend over
+30 runs. Each page's SQL statements are counted too (the last request): a page that shows
+causes must make as many at 100k as at 10k, and the table says "grows" where one does not.
+The 28 extra runs of the trend are written with bulk SQL (copies of the candidate's result
+rows, some statuses flipped), not evaluated, so 100k stays cheap.
 
 Printed: each cost per size and its growth factor per 10x data. Targets (issue 17): pages
 <= 1.5x from 10k to 100k; import and runs linear (about 10x); at 100k the compare page cold
@@ -34,8 +39,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-STAGES = ["import", "run", "run page", "compare cold", "compare cached", "drill-down", "trend (30 runs)"]
-PAGES = {"run page", "compare cold", "compare cached", "drill-down", "trend (30 runs)"}
+STAGES = ["import", "run", "run page", "run, one cause", "compare cold", "compare cached", "compare, one cause",
+          "causes API", "drill-down", "trend (30 runs)"]
+PAGES = {"run page", "run, one cause", "compare cold", "compare cached", "compare, one cause", "causes API",
+         "drill-down", "trend (30 runs)"}
+QUERIES = " queries"  # a page's statement count is kept under "<page> queries"
 TREND_RUNS = 30
 
 
@@ -51,14 +59,14 @@ def one_size(cases: int, repeat: int) -> dict[str, float]:
     from django.core.management import call_command
     from django.db import connection, transaction
     from django.test import Client
-    from django.test.utils import setup_test_environment
+    from django.test.utils import CaptureQueriesContext, setup_test_environment
     from django.utils import timezone
 
-    from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
+    from evaluations.interop import SourceFile
+    from evaluations.interop.outputs import read_outputs
     from evaluations.models import CaseResult, Membership, Run
     from evaluations.runs import services as runs
-    from evaluations.runs.targets.uploaded import read_outputs
     from evaluations.schemas.evalset import EvalConfig
 
     setup_test_environment()
@@ -111,10 +119,17 @@ def one_size(cases: int, repeat: int) -> dict[str, float]:
     regressed = (CaseResult.objects.filter(run=candidate, status="failed").order_by("pk")
                  .values_list("pk", flat=True).first())
     compare_url = f"/compare/?baseline={baseline.pk}&candidate={candidate.pk}"
+    from evaluations.review.causes import run_causes
+
+    found = run_causes(candidate, limit=1)
+    top = found.rows[0].pk if found and found.rows else 0
     pages = {
         "run page": f"/runs/{candidate.pk}/",
+        "run, one cause": f"/runs/{candidate.pk}/?cause={top}",
         "compare cold": compare_url,
         "compare cached": compare_url,
+        "compare, one cause": f"{compare_url}&status=all&cause={top}",  # cold: its cases table filtered
+        "causes API": f"/api/v1/runs/{candidate.pk}/causes/",
         "drill-down": f"/runs/{candidate.pk}/cases/{regressed}/?baseline={baseline.pk}",
         "trend (30 runs)": f"/evalsets/{outcome.evalset.pk}/trend/",
     }
@@ -125,13 +140,15 @@ def one_size(cases: int, repeat: int) -> dict[str, float]:
         assert response.status_code == 200, (label, response.status_code)
         times = []
         for _ in range(repeat):
-            if "cold" in label:
+            if "cold" in label or "cause" in label:
                 cache.clear()
-            started = time.perf_counter()
-            response = client.get(url)
-            times.append(time.perf_counter() - started)
+            with CaptureQueriesContext(connection) as queries:
+                started = time.perf_counter()
+                response = client.get(url)
+                times.append(time.perf_counter() - started)
             assert response.status_code == 200, (label, response.status_code)
         costs[label] = statistics.median(times)
+        costs[label + QUERIES] = len(queries)
     return costs
 
 
@@ -169,6 +186,12 @@ def table(results: dict[int, dict[str, float]]) -> str:
             factors.append(f"{per_10x:.2f}")
         lines.append(" | ".join([stage, *[_fmt(c) for c in costs], *factors]))
     lines.append("(growth factor per 10x data; targets: pages <= 1.5, import and run ~10)")
+    counted = [stage for stage in STAGES if all(stage + QUERIES in results[s] for s in sizes)]
+    if counted:
+        lines.append(" | ".join(["SQL statements", *[f"{s:,}" for s in sizes], "flat?"]))
+        for stage in counted:
+            counts = [int(results[s][stage + QUERIES]) for s in sizes]
+            lines.append(" | ".join([stage, *map(str, counts), "flat" if len(set(counts)) == 1 else "GROWS"]))
     return "\n".join(lines)
 
 

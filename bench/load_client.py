@@ -62,8 +62,8 @@ def setup(cases: int) -> tuple[str, int, list[dict[str, Any]], list[dict[str, An
     from django.contrib.auth import get_user_model
 
     from evaluations.accounts.tokens import token_create
-    from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
+    from evaluations.interop import SourceFile
     from evaluations.models import Membership
 
     project = project_get_or_create_default()

@@ -193,7 +193,8 @@ def in_process_floor(data_dir: Path, bodies: list[bytes]) -> float:
     import django
 
     django.setup()
-    from evaluations.ingest.otlp import parse_request, rows_of, traces_store
+    from evaluations.ingest.otlp import traces_store
+    from evaluations.interop.otel.otlp import parse_request, rows_of
     from evaluations.models import Project
 
     project, _ = Project.objects.get_or_create(slug="otlp-floor", defaults={"name": "floor"})

@@ -46,11 +46,11 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import setup_test_environment
 
-    from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
+    from evaluations.interop import SourceFile
+    from evaluations.interop.outputs import read_outputs
     from evaluations.models import CaseResult, Membership
     from evaluations.runs import services as runs
-    from evaluations.runs.targets.uploaded import read_outputs
     from evaluations.schemas.evalset import EvalConfig
 
     setup_test_environment()  # lets the test client run against this database

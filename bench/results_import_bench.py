@@ -102,8 +102,8 @@ def import_once(path: Path) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import project_get_or_create_default
+    from evaluations.interop import SourceFile
     from evaluations.models import Score
     from evaluations.runs.imports import results_import
 

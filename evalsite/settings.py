@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -27,6 +28,11 @@ def env_bool(name: str, default: bool = False) -> bool:
 def env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
     return int(value) if value else default
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value else default
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -90,6 +96,10 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Pages and API answers gzipped (static files come precompressed from whitenoise, above).
+    # BREACH: the CSRF token is masked afresh in every response, a new API token is shown
+    # once, and Django adds up to 100 random bytes to each gzipped body (docs/SECURITY.md).
+    "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -98,6 +108,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A GET or HEAD whose connection dropped mid-request runs once more on a new one.
+    "evaluations.web.reconnect.ReconnectMiddleware",
     # Last: turns a locked-out login (evaluations/lockout.py) into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -202,11 +214,17 @@ if CACHE_URL:
 # its pending work is re-enqueued (see evaluations/runs/services.py).
 EVALSITE_BATCH_SIZE = env_int("EVALSITE_BATCH_SIZE", 250)
 EVALSITE_LEASE_SECONDS = env_int("EVALSITE_LEASE_SECONDS", 180)
+# Fair share of the queue (evaluations/runs/queue.py): batches of one run in the broker at a
+# time (default: twice a cluster's workers, so each worker has the next batch at hand as it
+# ends one; `up --team` counts every cluster), and how long a batch works before it yields
+# to another run's waiting batch.
+EVALSITE_RUN_WINDOW = env_int("EVALSITE_RUN_WINDOW", 2 * env_int("EVALSITE_WORKERS", 2))
+EVALSITE_SLICE_SECONDS = env_float("EVALSITE_SLICE_SECONDS", 1.0)
 # The several-runs page computes a missing comparison with its reference while the request
 # waits for runs up to this many cases; larger ones are computed on the task queue.
 EVALSITE_NWAY_INLINE_CASES = env_int("EVALSITE_NWAY_INLINE_CASES", 2000)
 
-# The OTLP/HTTP trace receiver, POST /v1/traces (evaluations/ingest, README "Traces"): the
+# The OTLP/HTTP trace receiver, POST /v1/traces (evaluations/ingest, docs/traces.md): the
 # largest body as sent and inflated, spans per minute per API token (0: no limit; per process
 # without Redis, shared through Redis with it), requests in progress per web process before
 # 429, and how long a run of received traces waits for them by default.
@@ -217,6 +235,12 @@ EVALSITE_OTLP_MAX_INFLIGHT = env_int("EVALSITE_OTLP_MAX_INFLIGHT", 4)
 EVALSITE_TRACES_DEADLINE_SECONDS = env_int("EVALSITE_TRACES_DEADLINE_SECONDS", 3600)
 # Custom evaluators: dotted paths of Evaluator classes (see evaluations/evaluators/base.py).
 EVALSITE_EVALUATORS = env_list("EVALSITE_EVALUATORS", [])
+# Who creates projects (the New project page, POST /api/v1/projects/): "superusers", or
+# "everyone" signed in (the creator becomes the project's admin). See docs/projects.md.
+EVALSITE_PROJECT_CREATORS = os.environ.get("EVALSITE_PROJECT_CREATORS", "superusers")
+if EVALSITE_PROJECT_CREATORS not in {"superusers", "everyone"}:
+    raise ImproperlyConfigured(f"EVALSITE_PROJECT_CREATORS={EVALSITE_PROJECT_CREATORS!r}: "
+                               "use superusers or everyone")
 
 # --- Auth -----------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -242,6 +266,8 @@ AXES_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("EVALSITE_LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# A try during a lockout does not restart it, so Retry-After (the time left) holds.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_VERBOSE = False  # no banner on every manage.py command; failures and lockouts are still logged
 AXES_LOCKOUT_CALLABLE = "evaluations.lockout.lockout_response"
 AXES_HTTP_RESPONSE_CODE = 429
@@ -272,6 +298,10 @@ TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 
+# The Help pages are the repository's Markdown (evaluations/web/docs.py): read from the
+# checkout like the templates, never collected into the static files.
+EVALSITE_DOCS_DIR = BASE_DIR / "docs"
+
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every start when it is missing
@@ -280,16 +310,20 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
 ]
-# The embedded default serves assets from the finders, so `up` needs no collectstatic;
-# a team server runs collectstatic and gets compressed, hashed files.
-WHITENOISE_USE_FINDERS = True
+# `manage.py up` (embedded and team alike) collects the assets into STATIC_ROOT with
+# evalsite.staticfiles.StaticFilesStorage (content-hashed names, cached for a year, gzip and
+# brotli) and sets EVALSITE_STATICFILES_STORAGE for its web server. Without it (tests,
+# runserver) assets are served as they are, from the finders, with Django's plain storage.
+PLAIN_STATIC_STORAGE = "django.contrib.staticfiles.storage.StaticFilesStorage"
+STATIC_STORAGE = os.environ.get("EVALSITE_STATICFILES_STORAGE", PLAIN_STATIC_STORAGE)
+WHITENOISE_USE_FINDERS = STATIC_STORAGE == PLAIN_STATIC_STORAGE
 
 
 def _immutable_static(path: str, url: str) -> bool:
     """Files whose name changes with their content are cached for a year: the manifest
-    storage's hashed names, and the plotly.js build named by its content hash
-    (static/vendor/plotly-evalsite-<12 hex>.min.js from assets/plotly, served compressed from
-    the .br or .gz beside it), in the embedded mode (finders) and after collectstatic alike."""
+    storage's hashed names (what `manage.py up` serves), and the plotly.js build named by its
+    content hash (static/vendor/plotly-evalsite-<12 hex>.min.js from assets/plotly, served
+    compressed from the .br or .gz beside it), from the finders (tests, runserver) too."""
     import re
 
     return bool(re.match(r"^.+\.[0-9a-f]{12}\..+$", url)
@@ -299,12 +333,7 @@ def _immutable_static(path: str, url: str) -> bool:
 WHITENOISE_IMMUTABLE_FILE_TEST = _immutable_static
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {
-        "BACKEND": os.environ.get(
-            "EVALSITE_STATICFILES_STORAGE",
-            "django.contrib.staticfiles.storage.StaticFilesStorage",
-        )
-    },
+    "staticfiles": {"BACKEND": STATIC_STORAGE},
 }
 
 # --- Uploads --------------------------------------------------------------------------------
@@ -332,7 +361,7 @@ REST_FRAMEWORK = {
         # First, so an anonymous request gets 401 + WWW-Authenticate (not 403).
         "evaluations.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
+        "evaluations.api.auth.BasicAuthentication",  # DRF's, with django-axes' lockout seen
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "evaluations.api.pagination.Pagination",
@@ -427,3 +456,95 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# --- Issue 32: notifications (evaluations/notify, docs/notifications.md) ----------------------
+# Links in messages start with EVALSITE_BASE_URL. A send times out after EVALSITE_NOTIFY_TIMEOUT
+# seconds; its lease (EVALSITE_NOTIFY_LEASE_SECONDS) must be longer. Retries back off
+# EVALSITE_NOTIFY_BACKOFF_SECONDS x 2^(attempt-1), waited out in the worker up to
+# EVALSITE_NOTIFY_INLINE_BACKOFF_SECONDS (longer: the minute sweep), up to
+# EVALSITE_NOTIFY_MAX_ATTEMPTS; a channel failing EVALSITE_NOTIFY_PAUSE_AFTER times in a row pauses.
+EVALSITE_BASE_URL = os.environ.get("EVALSITE_BASE_URL", "http://localhost:8000")
+EVALSITE_NOTIFY_TIMEOUT = env_float("EVALSITE_NOTIFY_TIMEOUT", 10.0)
+EVALSITE_NOTIFY_LEASE_SECONDS = env_int("EVALSITE_NOTIFY_LEASE_SECONDS", 60)
+EVALSITE_NOTIFY_BACKOFF_SECONDS = env_float("EVALSITE_NOTIFY_BACKOFF_SECONDS", 2.0)
+EVALSITE_NOTIFY_INLINE_BACKOFF_SECONDS = env_float("EVALSITE_NOTIFY_INLINE_BACKOFF_SECONDS", 10.0)
+EVALSITE_NOTIFY_MAX_ATTEMPTS = env_int("EVALSITE_NOTIFY_MAX_ATTEMPTS", 8)
+EVALSITE_NOTIFY_PAUSE_AFTER = env_int("EVALSITE_NOTIFY_PAUSE_AFTER", 10)
+EVALSITE_NOTIFY_SWEEP_GRACE_SECONDS = env_int("EVALSITE_NOTIFY_SWEEP_GRACE_SECONDS", 30)
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update({  # type: ignore[attr-defined]
+    "NotifyChannelKindEnum": "evaluations.models.NotifyChannel.Kind",
+    "NotifyRuleKindEnum": "evaluations.models.NotifyRule.Kind",
+})
+# httpx logs every request at INFO: a line per notification sent (and per agent call).
+LOGGING["loggers"]["httpx"] = {"level": "WARNING"}  # type: ignore[index]
+# --- Issue 34: single sign-on (OIDC) and a second factor (docs/sso.md) ----------------------
+# OIDC through django-allauth's openid_connect provider (discovery, PKCE, state; evalsite's
+# provider class adds the nonce and always checks the ID token's signature), TOTP and
+# recovery codes through django-otp on evalsite's own two-step login form.
+INSTALLED_APPS += [
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
+]
+MIDDLEWARE.insert(MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+                  "allauth.account.middleware.AccountMiddleware")
+EVALSITE_OIDC_ISSUER = os.environ.get("EVALSITE_OIDC_ISSUER", "").strip().rstrip("/")
+EVALSITE_OIDC_CLIENT_ID = os.environ.get("EVALSITE_OIDC_CLIENT_ID", "")
+EVALSITE_OIDC_CLIENT_SECRET = os.environ.get("EVALSITE_OIDC_CLIENT_SECRET", "")
+EVALSITE_OIDC_SCOPES = os.environ.get("EVALSITE_OIDC_SCOPES", "openid profile email").replace(",", " ").split()
+EVALSITE_OIDC_NAME = os.environ.get("EVALSITE_OIDC_NAME", "single sign-on")
+EVALSITE_OIDC_GROUPS_CLAIM = os.environ.get("EVALSITE_OIDC_GROUPS_CLAIM", "groups")
+EVALSITE_OIDC_ROLE_MAP = os.environ.get("EVALSITE_OIDC_ROLE_MAP", "")
+EVALSITE_OIDC_TOKEN_AUTH = os.environ.get("EVALSITE_OIDC_TOKEN_AUTH", "")  # client_secret_post/basic
+EVALSITE_SSO_ONLY = env_bool("EVALSITE_SSO_ONLY", False)
+EVALSITE_REQUIRE_2FA_SUPERUSERS = env_bool("EVALSITE_REQUIRE_2FA_SUPERUSERS", False)
+if EVALSITE_OIDC_ISSUER and not (EVALSITE_OIDC_CLIENT_ID and EVALSITE_OIDC_CLIENT_SECRET):
+    raise ImproperlyConfigured("EVALSITE_OIDC_ISSUER is set: set EVALSITE_OIDC_CLIENT_ID and "
+                               "EVALSITE_OIDC_CLIENT_SECRET too")
+if EVALSITE_SSO_ONLY and not EVALSITE_OIDC_ISSUER:
+    raise ImproperlyConfigured("EVALSITE_SSO_ONLY=1 needs EVALSITE_OIDC_ISSUER (else nobody can sign in)")
+
+
+def oidc_providers(issuer: str, client_id: str, secret: str, scopes: list[str], name: str,
+                   token_auth: str = "") -> dict[str, object]:
+    """SOCIALACCOUNT_PROVIDERS for one OpenID provider (none without an issuer); tests build
+    theirs with it too."""
+    app_settings: dict[str, object] = {"server_url": issuer, "oauth_pkce_enabled": True}
+    if token_auth:
+        app_settings["token_auth_method"] = token_auth
+    apps = [{"provider_id": "sso", "name": name, "client_id": client_id, "secret": secret,
+             "settings": app_settings}] if issuer else []
+    return {"openid_connect": {"APPS": apps, "SCOPE": scopes,
+                               "provider_class": "evaluations.accounts.sso.EvalsiteOIDCProvider"}}
+
+
+SOCIALACCOUNT_PROVIDERS = oidc_providers(EVALSITE_OIDC_ISSUER, EVALSITE_OIDC_CLIENT_ID,
+                                         EVALSITE_OIDC_CLIENT_SECRET, EVALSITE_OIDC_SCOPES,
+                                         EVALSITE_OIDC_NAME, EVALSITE_OIDC_TOKEN_AUTH)
+SOCIALACCOUNT_ADAPTER = "evaluations.accounts.sso.SocialAdapter"
+ACCOUNT_ADAPTER = "evaluations.accounts.sso.AccountAdapter"
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # linking by verified e-mail is evalsite's (sso.py)
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_LOGIN_ON_GET = False  # the button is a POST form (CSRF-protected)
+SOCIALACCOUNT_QUERY_EMAIL = False
+SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
+ACCOUNT_EMAIL_VERIFICATION = "none"  # the IdP's email_verified claim is what counts
+ACCOUNT_UNIQUE_EMAIL = False
+ACCOUNT_LOGIN_METHODS = {"username"}
+ACCOUNT_SIGNUP_FIELDS = ["username*", "email", "password1*"]
+# The browser is sent on to the provider after a POST to evalsite: form-action must allow it.
+if EVALSITE_OIDC_ISSUER:
+    from urllib.parse import urlsplit as _urlsplit
+
+    _idp = _urlsplit(EVALSITE_OIDC_ISSUER)
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"] = [
+        SELF, f"{_idp.scheme}://{_idp.netloc}",
+        *env_list("EVALSITE_OIDC_FORM_ACTION", [])]
+# django-otp: a wrong code makes the next try wait 1, 2, 4, ... seconds.
+OTP_TOTP_ISSUER = os.environ.get("EVALSITE_TOTP_ISSUER", "evalsite")
+OTP_TOTP_THROTTLE_FACTOR = 1

@@ -16,8 +16,9 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    fields = ["name", "slug", "description"]
-    list_display = ["name", "slug", "created_at"]
+    fields = ["name", "slug", "description", "archived_at"]  # archived: clear it to bring the project back
+    list_display = ["name", "slug", "created_at", "archived_at"]
+    list_filter = [("archived_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline]

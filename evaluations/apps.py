@@ -22,6 +22,32 @@ class EvaluationsConfig(AppConfig):
 
         post_spawn.connect(_warm_worker, dispatch_uid="evalsite-warm-worker")
 
+        # Notification rules hear of runs finished, triage assigned and comments through the
+        # activity feed (evaluations/notify/events.py), so no other package imports notify.
+        from django.db.models.signals import post_save
+
+        from evaluations.models import AuditEvent
+
+        post_save.connect(_on_audit_event, sender=AuditEvent, dispatch_uid="evalsite-notify")
+        # ... and of a monitor's scores (issue 31), to check its "below a threshold" rules.
+        from evaluations.monitors.signals import monitor_scored
+
+        monitor_scored.connect(_on_monitor_scored, dispatch_uid="evalsite-notify-monitor")
+        # Issue 34: the sign-in log hears of failed passwords, and of SSO sign-ins (roles too).
+        from allauth.account.signals import user_logged_in as sso_logged_in
+        from django.contrib.auth.signals import user_login_failed
+
+        from evaluations.accounts.signins import on_login_failed
+        from evaluations.accounts.sso import on_sso_login
+
+        user_login_failed.connect(on_login_failed, dispatch_uid="evalsite-signin-failed")
+        from django.core import checks
+
+        from evaluations.accounts.roles_map import role_map_check
+
+        checks.register(role_map_check, "evalsite")
+        sso_logged_in.connect(on_sso_login, dispatch_uid="evalsite-sso-login")
+
 
 def _warm_worker(sender: Any, proc_name: str = "", **kwargs: Any) -> None:
     """A queue worker imports the engine and every evaluator as it starts (rouge's nltk alone
@@ -42,3 +68,17 @@ def _on_run_completion(run: Any) -> Any:
 
     return on_run_completion(run)
 
+
+
+def _on_audit_event(sender: Any, **kwargs: Any) -> None:
+    """evaluations.notify.events.on_audit_event, imported on the first event."""
+    from evaluations.notify.events import on_audit_event
+
+    on_audit_event(sender, **kwargs)
+
+
+def _on_monitor_scored(sender: Any, monitor_id: int, **kwargs: Any) -> None:
+    """evaluations.notify.events.on_monitor_scored, imported on the first batch scored."""
+    from evaluations.notify.events import on_monitor_scored
+
+    on_monitor_scored(monitor_id)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 from django.db import models
 
-from .models import AuditEvent, Project, Run
+from .models import AuditEvent, EvalSet, Project, Run
 
 if TYPE_CHECKING:
     from evaluations.evalsets.services import ImportOutcome
@@ -62,6 +62,13 @@ def record_uploads(*, project: Project, actor: Any, outcomes: Sequence[ImportOut
                              f"({o.case_count} cases, {o.format}) through {via}",
                      data={"version": o.version.number, "version_id": o.version.pk, "format": o.format,
                            "cases": o.case_count})
+
+
+def record_rename(*, evalset: EvalSet, actor: Any, before: str, via: str) -> AuditEvent:
+    """An eval set renamed: the old name is kept here, in the set's history."""
+    return audit_record(project=evalset.project, actor=actor, verb=AuditEvent.Verb.EVALSET_RENAMED, obj=evalset,
+                        summary=f"renamed eval set “{before}” to “{evalset.display_name}” through {via}",
+                        data={"from": before, "to": evalset.display_name})
 
 
 def record_run(*, run: Run, actor: Any, verb: str, via: str, data: dict[str, Any] | None = None) -> AuditEvent:
@@ -132,10 +139,76 @@ def _row(event: AuditEvent) -> EventRow:
     )
 
 
+@dataclass(frozen=True)
+class ActivityFilters:
+    """What narrows the feed (all in the URL, so a filtered feed is a link to share): who
+    (a username, or "system" for background work), which case (its eval_id), which branch,
+    which kind (an AuditEvent.Verb, or its family: "triage", "run", ...), and a date range."""
+
+    actor: str = ""
+    eval_id: str = ""
+    branch: str | None = None
+    kind: str = ""
+    date_from: date | None = None
+    date_to: date | None = None
+
+    def query(self) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for key in ("actor", "eval_id", "kind"):
+            if getattr(self, key):
+                params[key] = getattr(self, key)
+        if self.branch is not None:
+            params["branch"] = self.branch
+        if self.date_from:
+            params["from"] = self.date_from.isoformat()
+        if self.date_to:
+            params["to"] = self.date_to.isoformat()
+        return params
+
+    def apply(self, events: models.QuerySet[AuditEvent]) -> models.QuerySet[AuditEvent]:
+        if self.actor == "system":
+            events = events.filter(actor__isnull=True)
+        elif self.actor:
+            events = events.filter(actor__username=self.actor)
+        if self.eval_id:
+            events = events.filter(data__eval_id=self.eval_id)
+        if self.branch is not None:
+            events = events.filter(data__branch=self.branch)
+        if self.kind in AuditEvent.Verb.values:
+            events = events.filter(verb=self.kind)
+        elif self.kind:
+            events = events.filter(verb__startswith=self.kind + ".")
+        if self.date_from:
+            events = events.filter(created_at__date__gte=self.date_from)
+        if self.date_to:
+            events = events.filter(created_at__date__lte=self.date_to)
+        return events
+
+
+def activity_filters(params: Any) -> ActivityFilters:
+    """The feed's filters from URL parameters; a malformed date is ignored."""
+    def day(raw: str | None) -> date | None:
+        try:
+            return date.fromisoformat(raw) if raw else None
+        except ValueError:
+            return None
+
+    branch = params.get("branch")
+    return ActivityFilters(actor=params.get("actor", "")[:150], eval_id=params.get("eval_id", "")[:255],
+                           branch=branch[:255] if branch is not None and branch != "*" else None,
+                           kind=params.get("kind", "")[:32], date_from=day(params.get("from")),
+                           date_to=day(params.get("to")))
+
+
+def activity_kinds() -> list[tuple[str, str]]:
+    return [(v.value, v.label) for v in AuditEvent.Verb]
+
+
 def project_activity(*, project: Project, page: int | str | None = 1,
-                     per_page: int = ACTIVITY_PAGE_SIZE) -> ActivityPage:
+                     per_page: int = ACTIVITY_PAGE_SIZE, filters: ActivityFilters = ActivityFilters()) -> ActivityPage:
     """One page of the project's feed, newest first, in a fixed number of queries."""
-    events = AuditEvent.objects.filter(project=project).select_related("actor").order_by("-created_at", "-pk")
+    events = filters.apply(AuditEvent.objects.filter(project=project)).select_related("actor").order_by(
+        "-created_at", "-pk")
     paginator = Paginator(events, per_page)
     current = paginator.get_page(page)
     return ActivityPage(

@@ -290,6 +290,33 @@ class CaseFailure:
         return out
 
 
+CAUSES_SHOWN = 5
+
+
+def cause_lines(causes: Mapping[str, Any] | None, shown: int = CAUSES_SHOWN) -> list[str]:
+    """The candidate's top causes, one line each: how many cases, the cause, and how it moved
+    against the baseline ("  12 cases  missing search_flights  (new)")."""
+    if not causes:
+        return []
+    items = [item for item in causes.get("items") or () if item.get("change") != "gone"]
+    if not items:
+        return []
+    out = [f"  top causes ({causes['failing_cases']} failing case{'' if causes['failing_cases'] == 1 else 's'}, "
+           f"{causes['total']} cause{'' if causes['total'] == 1 else 's'}):"]
+    for item in items[:shown]:
+        change = item.get("change")
+        moved = ""
+        if change in ("grown", "shrunk"):
+            moved = f"  ({change}, was {item.get('baseline_cases')})"
+        elif change == "new":
+            moved = "  (new)"
+        out.append(f"    {item['cases']:>5} case{' ' if item['cases'] == 1 else 's'}  {item['signature']}{moved}")
+    gone = sum(1 for item in causes.get("items") or () if item.get("change") == "gone")
+    if gone:
+        out.append(f"    and {gone} cause{'' if gone == 1 else 's'} of the baseline gone")
+    return out
+
+
 @dataclass
 class Comparison:
     """A candidate run against a baseline, as the compare page shows it (the API's body is
@@ -347,11 +374,18 @@ class Comparison:
             out.append(f"  regressed: {case['eval_id']}" + (f" ({moved})" if moved else ""))
         if self.regression_count > len(shown):
             out.append(f"  ... and {self.regression_count - len(shown)} more regressions")
+        still = self.raw.get("open_regressions") or {"count": 0, "results": []}  # older servers: none
+        for case in still["results"]:
+            out.append(f"  still open: {case['eval_id']} (regressed in run {case['regressed_in']} vs run "
+                       f"{case['regressed_against']}, {case['candidate_outcome']} here"
+                       + (f", triaged {case['triage']}" if case.get("triage") else "") + ")")
+        if still["count"] > len(still["results"]):
+            out.append(f"  ... and {still['count'] - len(still['results'])} more open regressions")
         return out
 
     def lines(self) -> list[str]:
         gate = self.raw["gate"]
-        return [f"vs baseline run {self.baseline_id}: {self.headline}",
+        return [f"vs baseline run {self.baseline_id}: {self.headline}", *cause_lines(self.raw.get("causes")),
                 f"  regression gate: {'FAILED' if gate['regressed'] else 'passed'} ({gate['reason']})",
                 *self.regression_lines(), f"  compare: {self.compare_url}"]
 
@@ -536,10 +570,10 @@ class Client:
                      name: str = "", model: str = "", branch: str = "", git_commit: str = "",
                      tags: Sequence[str] = (), eval_ids: Sequence[str] | None = None,
                      input_overrides: Mapping[str, Any] | None = None, preset: int | None = None) -> Run:
-        """Start a run of `evalset` on the agent's outputs: a list of outputs (the README's
+        """Start a run of `evalset` on the agent's outputs: a list of outputs (docs/runs.md's
         outputs format), or a JSON / JSONL / ADK result file (path or bytes). `config` is an
-        AgentFlow EvalConfig (default: the eval set's own). `baseline` (a run, its id, or
-        "pinned") is what `wait` compares the finished run with."""
+        AgentFlow EvalConfig (default: the eval set's own). `baseline` (a run, its id, "pinned"
+        or "default") is what `wait` compares the finished run with."""
         fields: dict[str, Any] = {"target_kind": "uploaded", "name": name, "model": model, "branch": branch,
                                   "git_commit": git_commit, "tags": list(tags)}
         upload: tuple[str, bytes] | None = None
@@ -772,9 +806,11 @@ def _xml(text: Any) -> str:
 
 
 def junit_xml(results: Iterable[Mapping[str, Any]], *, suite: str, run_id: int, run_url: str = "",
-              compare_url: str = "", iterations: int = 1, criteria: Sequence[str] = ()) -> bytes:
+              compare_url: str = "", iterations: int = 1, criteria: Sequence[str] = (),
+              causes: Sequence[Mapping[str, Any]] = ()) -> bytes:
     """JUnit XML of a run's results (the API's result shape, scores included): one test
-    case per eval case and criterion, named after the criterion, in class `suite/eval_id`.
+    case per eval case and criterion, named after the criterion, in class `suite/eval_id`;
+    the comparison's top `causes` are properties (`cause_1`, ...).
     A score below its threshold is a failure carrying the justification; an evaluator error
     is an error. A case the agent errored on (or had no output for) has no scores: it is an
     error under each of the run's `criteria`; a case that needs a user simulator is skipped."""
@@ -784,6 +820,10 @@ def junit_xml(results: Iterable[Mapping[str, Any]], *, suite: str, run_id: int, 
     for key, value in (("run_id", run_id), ("run_url", run_url), ("compare_url", compare_url)):
         if value:
             ET.SubElement(properties, "property", name=key, value=_xml(value))
+    for number, item in enumerate((c for c in causes if c.get("change") != "gone"), start=1):
+        said = f"{item['signature']}: {item['cases']} case{'' if item['cases'] == 1 else 's'}"
+        said += f" ({item['change']})" if item.get("change") in ("new", "grown", "shrunk") else ""
+        ET.SubElement(properties, "property", name=f"cause_{number}", value=_xml(said))
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
 
     def case(classname: str, name: str) -> ET.Element:
@@ -1051,7 +1091,7 @@ def remote_outcome(options: dict[str, Any], out: Writer, err: Writer) -> Outcome
         raise UsageError(f"--server: {exc}") from None
     evalset = _remote_evalset(client, options, out)
     baseline_ref = options["baseline"]
-    if baseline_ref and baseline_ref != "pinned":
+    if baseline_ref and baseline_ref not in ("pinned", "default"):
         found = client.run(int(baseline_ref))  # a 404 here: nothing started
         if found.evalset != evalset.id:
             raise UsageError(f"--baseline {baseline_ref}: run {baseline_ref} is of another eval set "
@@ -1146,6 +1186,8 @@ def print_summary(outcome: Outcome, options: Mapping[str, Any], out: Writer) -> 
     if compared is not None:
         write()
         write(f"vs baseline run {compared['baseline']['id']}: {compared['headline']}")
+        for line in cause_lines(compared.get("causes")):
+            write(line)
         write(f"{'cases':<16} {'baseline -> candidate':>22}")
         for key, count in compared["counts"].items():
             if count:
@@ -1170,8 +1212,10 @@ def write_junit(outcome: Outcome, path: str, out: Writer) -> None:
     criteria = [name for name, c in ((run.get("config") or {}).get("criteria") or {}).items()
                 if c.get("enabled", True)]
     compare_url = outcome.comparison["compare_url"] if outcome.comparison else ""
+    causes = ((outcome.comparison or {}).get("causes") or {}).get("items") or []
     data = junit_xml(outcome.results(), suite=outcome.suite, run_id=run["id"], run_url=outcome.run_url,
-                     compare_url=compare_url, iterations=run.get("iterations") or 1, criteria=criteria)
+                     compare_url=compare_url, iterations=run.get("iterations") or 1, criteria=criteria,
+                     causes=causes[:CAUSES_SHOWN])
     Path(path).write_bytes(data)
     _say(out, f"JUnit XML written to {path}")
 

@@ -22,11 +22,14 @@ from django.utils import timezone
 
 class ProjectQuerySet(models.QuerySet["Project"]):
     def visible_to(self, user: Any) -> ProjectQuerySet:
+        """The projects `user` works in: an archived project is nobody's (its data is kept;
+        Django's admin brings it back by clearing `archived_at`)."""
         if not user.is_authenticated:
             return self.none()
+        live = self.filter(archived_at__isnull=True)
         if user.is_superuser:
-            return self.all()
-        return self.filter(memberships__user=user)
+            return live
+        return live.filter(memberships__user=user)
 
 
 class Project(models.Model):
@@ -36,6 +39,7 @@ class Project(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    archived_at = models.DateTimeField(null=True, blank=True)  # set: hidden everywhere, data kept
 
     objects = ProjectQuerySet.as_manager()
 
@@ -259,6 +263,7 @@ class EvalCase(models.Model):
     position = models.PositiveIntegerField()
     eval_id = models.CharField(max_length=255)
     name = models.CharField(max_length=255, blank=True)
+    description = models.TextField(blank=True, default="")  # AgentFlow 0.10's EvalCase.description
     tags = CaseJSONField(default=list, blank=True)
     tags_text = models.TextField(blank=True, default="")
     metadata = CaseJSONField(default=dict, blank=True)
@@ -373,6 +378,26 @@ class Run(models.Model):
         return self.cases_done + self.cases_missing + self.cases_not_runnable
 
 
+class RunBatch(models.Model):
+    """A batch of a run's pending results on its way through the task queue, with a lease of
+    its own (evaluations/runs/queue.py): waiting for its run's turn (`queued_at` empty), handed
+    to the broker, or in a worker's hands (`heartbeat_at`, renewed while it works). The row
+    goes when the batch ends; a row whose worker went silent is lost work, found per batch."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="batches")
+    first_pk = models.BigIntegerField()  # the CaseResult ids it covers, inclusive
+    last_pk = models.BigIntegerField()
+    queued_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    owner = models.CharField(max_length=100, blank=True)  # host:pid of the worker holding it
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "first_pk"], name="batch_run_first")]
+
+    def __str__(self) -> str:
+        return f"results {self.first_pk}-{self.last_pk} of run {self.run_id}"
+
+
 class CaseResult(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -433,7 +458,14 @@ class Score(models.Model):
                 fields=["result", "criterion", "applies_to", "turn_index", "node_name"], name="score_unique"
             )
         ]
-        indexes = [models.Index(fields=["run", "criterion"], name="score_run_criterion")]
+        indexes = [models.Index(fields=["run", "criterion"], name="score_run_criterion"),
+                   # issue 30: a run's failing scores (a few % of its rows) read for its causes
+                   # without a walk over every score; queries filter on the same `NOT_PASSED`.
+                   models.Index(fields=["run", "result"], condition=~models.Q(passed=True),
+                                name="score_run_not_passed")]
+
+    #: The condition of the partial index above: filter on it (unchanged) to use the index.
+    NOT_PASSED = ~models.Q(passed=True)
 
     def __str__(self) -> str:
         return f"{self.criterion}={self.score}"
@@ -484,6 +516,8 @@ class Trace(models.Model):
     error_count = models.PositiveIntegerField(default=0)
     complete = models.BooleanField(default=False)  # its root span (no parent) has arrived
     resource = models.JSONField(default=dict, blank=True)  # the first resource's attributes
+    end_user = models.CharField(max_length=200, blank=True)  # enduser.id / user.id (issue 31)
+    environment = models.CharField(max_length=100, blank=True)  # deployment.environment (issue 31)
 
     class Meta:
         constraints = [
@@ -491,7 +525,22 @@ class Trace(models.Model):
             models.UniqueConstraint(fields=["project", "trace_id"], condition=models.Q(received=True),
                                     name="trace_received_unique"),
         ]
-        indexes = [models.Index(fields=["project", "received", "start_ns"], name="trace_project_start")]
+        # The trace list reads received traces newest first (all, failed, by service, thread or end
+        # user), and the list of services by skipping through the service index
+        # (evaluations/ingest/selectors.py): partial indexes whose condition is the list's own
+        # `received` (and `error_count > 0`), so SQLite uses them without statistics too; each
+        # ends with the list's order, so a page and its capped count read the index alone.
+        indexes = [models.Index(fields=["project", "-start_ns", "-id"], condition=models.Q(received=True),
+                                name="trace_received_start"),
+                   models.Index(fields=["project", "service_name", "-start_ns", "-id"],
+                                condition=models.Q(received=True), name="trace_received_service"),
+                   models.Index(fields=["project", "-start_ns", "-id"],
+                                condition=models.Q(received=True, error_count__gt=0), name="trace_received_errors"),
+                   models.Index(fields=["project", "received_at"], name="trace_project_received_at"),
+                   models.Index(fields=["project", "thread_id", "start_ns", "id"], condition=models.Q(received=True),
+                                name="trace_received_thread"),
+                   models.Index(fields=["project", "end_user", "-start_ns", "-id"], condition=models.Q(received=True),
+                                name="trace_received_end_user")]
 
     def __str__(self) -> str:
         return self.trace_id
@@ -603,6 +652,59 @@ class ComparisonScatter(models.Model):
         return f"{self.criterion} scatter"
 
 
+class CauseSet(models.Model):
+    """That a run's failures have been grouped by cause (evaluations.review.causes), and as of
+    which finish: a retried run finishes again at a new time and is grouped again."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="cause_set")
+    version = models.PositiveSmallIntegerField(default=0)
+    run_finished_at = models.DateTimeField(null=True, blank=True)
+    computed_at = models.DateTimeField(default=timezone.now)
+    failing_cases = models.IntegerField(default=0)  # cases with at least one cause
+
+    def __str__(self) -> str:
+        return f"causes of run {self.run_id}"
+
+
+class RunCause(models.Model):
+    """One cause of a run's failures: a signature that near-identical failures share (ids,
+    numbers and dates in values normalised away), how many cases it hit, the criteria it
+    failed, and one readable example."""
+
+    cause_set = models.ForeignKey(CauseSet, on_delete=models.CASCADE, related_name="causes")
+    rank = models.PositiveIntegerField()  # most cases first
+    signature = models.CharField(max_length=500)
+    kind = models.CharField(max_length=32)
+    cases = models.IntegerField(default=0)
+    criteria = models.JSONField(default=list)
+    example_eval_id = models.CharField(max_length=255)
+    example_result_id = models.BigIntegerField(null=True)  # not a foreign key: a page reads the id only
+    example = models.CharField(max_length=500, blank=True)  # the example's own detail, values and all
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cause_set", "signature"], name="run_cause_unique")]
+        indexes = [models.Index(fields=["cause_set", "rank"], name="run_cause_rank")]
+
+    def __str__(self) -> str:
+        return self.signature
+
+
+class ResultCause(models.Model):
+    """A failing (result, criterion) and its cause: what filters a cases table to one cause."""
+
+    cause = models.ForeignKey(RunCause, on_delete=models.CASCADE, related_name="results")
+    result_id = models.BigIntegerField()
+    eval_id = models.CharField(max_length=255)
+    criterion = models.CharField(max_length=100, blank=True)  # "" for a result with no answer to judge
+
+    class Meta:
+        indexes = [models.Index(fields=["cause", "eval_id"], name="result_cause_eval_id"),
+                   models.Index(fields=["cause", "result_id"], name="result_cause_result")]
+
+    def __str__(self) -> str:
+        return f"{self.eval_id}: {self.criterion}"
+
+
 # --- Team review ----------------------------------------------------------------------------
 
 
@@ -644,6 +746,22 @@ class AuditEvent(models.Model):
         GRADE_ADDED = "grade.added"
         GRADE_CHANGED = "grade.changed"
         EVALSET_EDITED = "evalset.edited"
+        PROJECT_CREATED = "project.created"
+        PROJECT_ARCHIVED = "project.archived"
+        RUN_DELETED = "run.deleted"
+        EVALSET_DELETED = "evalset.deleted"
+        EVALSET_RENAMED = "evalset.renamed"
+        NOTIFY_CHANGED = "notify.changed"
+        # Issue 34: the site-wide sign-in log (project None)
+        SIGNIN_SUCCEEDED = "signin.succeeded", "Sign-in succeeded"
+        SIGNIN_FAILED = "signin.failed", "Sign-in failed"
+        TWOFACTOR_ENABLED = "twofactor.enabled", "Second factor set up"
+        TWOFACTOR_DISABLED = "twofactor.disabled", "Second factor turned off"
+        SSO_ROLES_CHANGED = "sso.roles_changed", "SSO roles changed"
+        MONITOR_CREATED = "monitor.created"
+        MONITOR_EDITED = "monitor.edited"
+        MONITOR_BACKFILLED = "monitor.backfilled"
+        RETENTION_CHANGED = "retention.changed"
 
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -744,3 +862,429 @@ class HumanGrade(models.Model):
 
     def __str__(self) -> str:
         return f"{self.criterion} of result {self.result_id}: {'pass' if self.passed else 'fail'}"
+
+
+# --- Issue 32: notifications (evaluations/notify, docs/notifications.md) ----------------------
+
+
+class NotifyChannel(models.Model):
+    """Where a project's messages go: a signed webhook, a Slack-compatible incoming webhook,
+    e-mail, or the in-app list of each person. A channel that failed `EVALSITE_NOTIFY_PAUSE_AFTER`
+    times in a row is paused (`paused_at`) until someone resumes it."""
+
+    class Kind(models.TextChoices):
+        WEBHOOK = "webhook"
+        SLACK = "slack"
+        EMAIL = "email", "E-mail"
+        INAPP = "inapp", "In-app"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="notify_channels")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    url = models.URLField(max_length=1000, blank=True)  # webhook and slack
+    secret = models.CharField(max_length=100, blank=True)  # webhook: the HMAC key
+    emails = models.TextField(blank=True)  # email: addresses for project-wide messages, one a line
+    enabled = models.BooleanField(default=True)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    pause_reason = models.CharField(max_length=300, blank=True)
+    failures_in_row = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["name", "pk"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="notify_channel_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NotifyRule(models.Model):
+    """When to tell whom: what fires the rule (a run finished, a monitor's criterion below a
+    threshold, a triage assigned, an @mention, a digest), its filters, its cooldown, and the
+    channels its messages go to."""
+
+    class Kind(models.TextChoices):
+        RUN_FINISHED = "run_finished", "run finished"
+        MONITOR = "monitor", "monitor below threshold"
+        TRIAGE_ASSIGNED = "triage_assigned", "triage assigned"
+        MENTION = "mention", "@mention in a comment"
+        DIGEST = "digest", "digest"
+
+    class RunCondition(models.TextChoices):
+        ANY = "any", "any"
+        REGRESSIONS = "regressions", "with regressions vs its default baseline"
+        NEW_CAUSES = "new_causes", "with new failure causes"
+        PASS_RATE_BELOW = "pass_rate_below", "pass rate below"
+
+    class Period(models.TextChoices):
+        DAILY = "daily"
+        WEEKLY = "weekly"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="notify_rules")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    enabled = models.BooleanField(default=True)
+    channels = models.ManyToManyField(NotifyChannel, related_name="rules", blank=True)
+    # run_finished
+    condition = models.CharField(max_length=20, choices=RunCondition.choices, default=RunCondition.ANY)
+    pass_rate_below = models.FloatField(null=True, blank=True)  # 0..1
+    evalset = models.ForeignKey(EvalSet, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    branch = models.CharField(max_length=255, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    # monitor (issue 31's monitors; a plain id, so this model does not depend on theirs)
+    monitor_id = models.BigIntegerField(null=True, blank=True)
+    criterion = models.CharField(max_length=100, blank=True)
+    threshold = models.FloatField(null=True, blank=True)  # 0..1, the pass rate below which it fires
+    window_minutes = models.PositiveIntegerField(default=60)
+    min_count = models.PositiveIntegerField(default=20)
+    # digest
+    period = models.CharField(max_length=8, choices=Period.choices, default=Period.DAILY)
+    cooldown_minutes = models.PositiveIntegerField(default=0)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["name", "pk"]
+        indexes = [models.Index(fields=["project", "kind", "enabled"], name="notify_rule_kind"),
+                   models.Index(fields=["monitor_id"], name="notify_rule_monitor")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NotifyAlert(models.Model):
+    """One thing that fired a rule, waiting to be sent: alerts of a rule (and recipient) that
+    are pending together, or that arrive during its cooldown, go out as one message."""
+
+    rule = models.ForeignKey(NotifyRule, on_delete=models.CASCADE, related_name="alerts")
+    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="+")
+    key = models.CharField(max_length=200)  # what fired it, and for whom ("run:12|"), so an event fires a rule once
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    message = models.ForeignKey("NotifyMessage", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="alerts")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "key"], name="notify_alert_once")]
+        indexes = [models.Index(fields=["rule", "message"], name="notify_alert_pending")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class NotifyMessage(models.Model):
+    """What a rule says once: the subject, a plain-text body, and the JSON payload every channel
+    renders from (the webhook's body; Slack's and the e-mail's text are made from it)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="notify_messages")
+    rule = models.ForeignKey(NotifyRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="+")
+    event = models.CharField(max_length=20)
+    subject = models.CharField(max_length=300)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return self.subject
+
+
+class NotifyDelivery(models.Model):
+    """A message to one channel. `idempotency_id` is fixed at creation and sent with every
+    attempt, so a receiver drops duplicates. The row is the state: a worker claims it with a
+    lease (`leased_until`); one killed mid-send leaves the lease to expire, and the sweep
+    queues it again."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SENDING = "sending"
+        SENT = "sent"
+        FAILED = "failed"  # out of attempts
+
+    message = models.ForeignKey(NotifyMessage, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.ForeignKey(NotifyChannel, on_delete=models.CASCADE, related_name="deliveries")
+    idempotency_id = models.UUIDField(unique=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    owner = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="notify_delivery_due")]
+
+    def __str__(self) -> str:
+        return f"{self.idempotency_id}: {self.status}"
+
+
+class NotifyAttempt(models.Model):
+    """The delivery log: one row per attempt, per channel."""
+
+    delivery = models.ForeignKey(NotifyDelivery, on_delete=models.CASCADE, related_name="log")
+    channel = models.ForeignKey(NotifyChannel, on_delete=models.CASCADE, related_name="log")
+    at = models.DateTimeField(default=timezone.now)
+    ok = models.BooleanField()
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.FloatField()
+    excerpt = models.CharField(max_length=500, blank=True)  # the response's start, or the error
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["channel", "-at"], name="notify_attempt_channel")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.status_code or ''} {'ok' if self.ok else 'failed'}"
+
+
+class Notification(models.Model):
+    """A message in a person's in-app list (the navigation shows how many are unread)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    message = models.ForeignKey(NotifyMessage, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["user", "message"], name="notification_once")]
+        indexes = [models.Index(fields=["user", "read_at"], name="notification_unread")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.message_id}"
+
+
+class NotifyEvent(models.Model):
+    """The outbox: an activity event some rule is about, written with it and handled by a
+    worker (`done_at` once handled); the sweep queues again what a lost task left undone."""
+
+    audit = models.OneToOneField(AuditEvent, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["done_at", "created_at"], name="notify_event_todo")]
+
+    def __str__(self) -> str:
+        return f"event {self.audit_id}: {'done' if self.done_at else 'to do'}"
+
+
+# --- Online evaluation: monitors, their scores, retention (issue 31) -------------------------
+
+
+class Monitor(models.Model):
+    """A filter over a project's received traces, a sample rate and reference-free criteria,
+    scored on the task queue as traces arrive (`level` trace) or per thread once it has been
+    idle `idle_seconds` (`level` thread). Editing makes a new `version`; scores name the
+    version they were made by (see evaluations/monitors/)."""
+
+    class Level(models.TextChoices):
+        TRACE = "trace", "Each trace"
+        THREAD = "thread", "Each thread"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="monitors")
+    name = models.CharField(max_length=200)
+    level = models.CharField(max_length=8, choices=Level.choices, default=Level.TRACE)
+    version = models.PositiveIntegerField(default=1)
+    filters = models.JSONField(default=dict, blank=True)
+    sample_rate = models.FloatField(default=1.0)
+    criteria = models.JSONField(default=dict)  # name -> CriterionConfig (evaluations/schemas/evalset.py)
+    idle_seconds = models.PositiveIntegerField(default=300)
+    enabled = models.BooleanField(default=True)
+    threads_swept_to = models.DateTimeField(null=True, blank=True)  # threads idle before this were looked at
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["name", "pk"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="monitor_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class MonitorVersion(models.Model):
+    """What a monitor was at one version: the scores of that version were made by this."""
+
+    monitor = models.ForeignKey(Monitor, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    spec = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["monitor", "number"], name="monitor_version_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.monitor_id} v{self.number}"
+
+
+class MonitorResult(models.Model):
+    """One trace (or one thread) as a monitor version scored it: passed when no criterion
+    failed. Unique per (monitor, version, trace) and (monitor, version, thread): a retried
+    task, a killed worker or a backfill over scored traces writes nothing new."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    monitor = models.ForeignKey(Monitor, on_delete=models.CASCADE, related_name="results")
+    version = models.PositiveIntegerField()
+    trace = models.ForeignKey(Trace, null=True, blank=True, on_delete=models.CASCADE, related_name="monitor_results")
+    thread_id = models.CharField(max_length=200, blank=True)
+    at = models.DateTimeField()  # when the trace was received (a thread: its last trace)
+    environment = models.CharField(max_length=100, blank=True)
+    end_user = models.CharField(max_length=200, blank=True)
+    passed = models.BooleanField()
+    failed = models.JSONField(default=list, blank=True)  # the criteria that failed
+    traces = models.PositiveIntegerField(default=1)
+    latency_seconds = models.FloatField(null=True, blank=True)
+    tokens = models.FloatField(null=True, blank=True)
+    cost_usd = models.FloatField(null=True, blank=True)
+    scored_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["monitor", "version", "trace"], condition=Q(trace__isnull=False),
+                                    name="monitor_result_trace_unique"),
+            models.UniqueConstraint(fields=["monitor", "version", "thread_id"], condition=Q(trace__isnull=True),
+                                    name="monitor_result_thread_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["monitor", "version", "at"], name="monitor_result_at"),
+            models.Index(fields=["monitor", "version", "passed", "at"], name="monitor_result_failing"),
+            models.Index(fields=["monitor", "version", "end_user", "at"], name="monitor_result_user"),
+            models.Index(fields=["project", "thread_id"], condition=Q(trace__isnull=True),
+                         name="monitor_result_thread"),
+            models.Index(fields=["project", "at"], name="monitor_result_project_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.monitor_id} v{self.version}: {'pass' if self.passed else 'fail'}"
+
+
+class MonitorScore(models.Model):
+    """One criterion of one monitor result: unique per (result, criterion), so per monitor
+    version, trace or thread and criterion."""
+
+    result = models.ForeignKey(MonitorResult, on_delete=models.CASCADE, related_name="scores")
+    criterion = models.CharField(max_length=100)
+    passed = models.BooleanField(null=True)  # None: the criterion could not be computed (error)
+    score = models.FloatField(null=True, blank=True)
+    value = models.FloatField(null=True, blank=True)  # on the evaluator's own scale
+    error = models.CharField(max_length=500, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["result", "criterion"], name="monitor_score_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.criterion}: {self.passed}"
+
+
+class MonitorBucket(models.Model):
+    """An hour of one monitor version's results in one environment, per criterion ("" for
+    the result as a whole): counts and sums, so that a monitor's page reads a few hundred
+    rows whatever the number of traces. Written in the transaction that inserts the results,
+    for new results only."""
+
+    monitor = models.ForeignKey(Monitor, on_delete=models.CASCADE, related_name="buckets")
+    version = models.PositiveIntegerField()
+    hour = models.DateTimeField()
+    environment = models.CharField(max_length=100, blank=True)
+    criterion = models.CharField(max_length=100, blank=True)
+    total = models.PositiveIntegerField(default=0)
+    passed = models.PositiveIntegerField(default=0)
+    scored = models.PositiveIntegerField(default=0)  # results with a score (errors have none)
+    score_sum = models.FloatField(default=0)
+    traces = models.PositiveIntegerField(default=0)
+    tokens_sum = models.FloatField(default=0)
+    cost_sum = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["monitor", "version", "hour", "environment", "criterion"],
+                                               name="monitor_bucket_unique")]
+        indexes = [models.Index(fields=["monitor", "criterion", "hour"], name="monitor_bucket_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.monitor_id} {self.hour:%Y-%m-%d %H}h {self.criterion or 'all'}"
+
+
+class Retention(models.Model):
+    """A project's retention: received traces and monitor results older than `days` are
+    deleted by the schedule (evaluations/monitors/retention.py). None keeps everything."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="retention")
+    days = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.project_id}: {self.days or 'forever'}"
+
+
+class RetentionSweep(models.Model):
+    """What one retention sweep deleted in one project."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="retention_sweeps")
+    ran_at = models.DateTimeField(default=timezone.now)
+    cutoff = models.DateTimeField()
+    traces = models.PositiveIntegerField(default=0)
+    results = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-ran_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.ran_at:%Y-%m-%d}: {self.traces} traces"
+
+
+class MonitorLatencyBucket(models.Model):
+    """An hour's latency histogram of one monitor version's results in one environment: how
+    many fell in each bin of `evaluations.monitors.stats.LATENCY_EDGES` (p50 / p95 read from it)."""
+
+    monitor = models.ForeignKey(Monitor, on_delete=models.CASCADE, related_name="latency_buckets")
+    version = models.PositiveIntegerField()
+    hour = models.DateTimeField()
+    environment = models.CharField(max_length=100, blank=True)
+    bin = models.PositiveSmallIntegerField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["monitor", "version", "hour", "environment", "bin"],
+                                               name="monitor_latency_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.monitor_id} {self.hour:%Y-%m-%d %H}h bin {self.bin}: {self.count}"
+
+
+class TraceThread(models.Model):
+    """A thread of received traces (a conversation: traces sharing `session.id` /
+    `gen_ai.conversation.id`), kept by ingest as traces arrive, so that lists of threads and
+    the monitors' idle sweep read one row per thread rather than grouping every trace."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="threads")
+    thread_id = models.CharField(max_length=200)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    traces = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)  # traces with a failed span
+    end_user = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "thread_id"], name="trace_thread_unique")]
+        indexes = [models.Index(fields=["project", "last_at"], name="trace_thread_last"),
+                   models.Index(fields=["project", "end_user", "last_at"], name="trace_thread_end_user")]
+
+    def __str__(self) -> str:
+        return self.thread_id

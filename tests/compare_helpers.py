@@ -7,8 +7,8 @@ import copy
 import json
 from typing import Any
 
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import SourceFile
 from evaluations.models import EvalSetVersion, Project, Run
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput

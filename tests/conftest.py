@@ -9,12 +9,13 @@ The people in these tests:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from evaluations.evalsets.formats import SourceFile
+from evaluations.interop import SourceFile
 from evaluations.models import Membership, Project
 
 REPO = Path(__file__).resolve().parent.parent
@@ -146,3 +147,28 @@ def skip_team_tests(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("team") is not None:
             item.add_marker(skip)
+
+
+# Walks the page down half a viewport at a time, as a reader scrolling would, until every
+# figure's data block is drawn, then back to the top.
+_DRAW_CHARTS = """async () => {
+  const blocks = () => Array.from(document.querySelectorAll("script.plotly-figure"));
+  for (let y = 0; y <= document.documentElement.scrollHeight; y += window.innerHeight / 2) {
+    window.scrollTo(0, y);
+    await new Promise(r => setTimeout(r, 60));
+  }
+  const started = Date.now();
+  while (blocks().some(b => !b.dataset.drawn || !document.getElementById(b.dataset.target).querySelector(".main-svg"))) {
+    if (Date.now() - started > 20000) throw new Error("figures not drawn");
+    await new Promise(r => setTimeout(r, 100));
+  }
+  window.scrollTo(0, 0);
+  return blocks().length;
+}"""
+
+
+def draw_charts(page: Any) -> int:
+    """Every chart of the page drawn: static/js/figures.js draws a chart when it comes into
+    view (and fetches plotly.js with the first), so a test scrolls to it as a person would.
+    Returns how many figures the page has."""
+    return int(page.evaluate(_DRAW_CHARTS))

@@ -6,8 +6,8 @@ import copy
 import json
 from typing import Any
 
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import SourceFile
 from evaluations.models import EvalSetVersion, Project
 from tests.conftest import REPO
 

@@ -19,10 +19,22 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
-from evaluations.models import HumanGrade, Membership, Project, Run, Trace, Triage
+from evaluations.interop import SourceFile
+from evaluations.models import (
+    HumanGrade,
+    Membership,
+    Monitor,
+    NotifyChannel,
+    NotifyRule,
+    Project,
+    Run,
+    Trace,
+    TraceThread,
+    Triage,
+)
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.conftest import REALWORLD
@@ -63,12 +75,16 @@ ROUTES = [
     Route("evalset_upload", WRITE, scoped=False),
     Route("evalset_detail", READ),
     Route("evalset_trend", READ),
+    Route("evalset_rename", WRITE, "post", data=(("name", "Renamed"),)),
     Route("version_original", READ),
     Route("version_native", READ),
     Route("case_detail", READ),
     Route("project_switch", READ, "post"),
     Route("project_members", READ),
     Route("project_activity", READ),
+    Route("project_report", READ),
+    Route("project_report_md", READ),
+    Route("project_report_csv", READ),
     Route("demo_agent", READ, "post", scoped=False),
     Route("compare", READ, query="?baseline={base}&candidate={run}"),
     Route("compare_csv", READ, query="?baseline={base}&candidate={run}"),
@@ -78,6 +94,8 @@ ROUTES = [
     # Someone else's runs are "pick two runs" again: a redirect to the list, naming nothing.
     Route("run_compare_pick", READ, scoped=False, query="?run={base}&run={run}"),
     Route("review_queue", READ, scoped=False),
+    Route("review_count", READ, scoped=False),
+    Route("review_queue_csv", READ, scoped=False),
     Route("triage_update", WRITE, "post",
           data=(("candidate", "{run}"), ("baseline", "{base}"), ("result", "{result}"), ("status", "flaky"))),
     Route("triage_comment", WRITE, "post", data=(("body", "looks flaky to me"),)),
@@ -126,6 +144,7 @@ ROUTES = [
     Route("api_evalset_trend", READ, api=True),
     Route("api_case", READ, api=True),
     Route("api_run_summary", READ, api=True),
+    Route("api_run_causes", READ, api=True),
     Route("api_run_result", READ, api=True),
     Route("api_run_metric_results", READ, api=True),
     Route("api_run_wide", READ, api=True),
@@ -135,6 +154,7 @@ ROUTES = [
     Route("api_triage", READ, api=True, scoped=False),
     Route("api_triage_detail", READ, api=True),
     Route("api_triage_comments", READ, api=True),
+    Route("api_triage_history", READ, api=True),
     Route("api_review", READ, api=True, scoped=False),
     Route("api_grades", READ, api=True, scoped=False),
     Route("api_grade", READ, api=True),
@@ -167,7 +187,65 @@ ROUTES = [
     Route("api_evalset_diff", READ, api=True, query="?from=1&to=1"),
     Route("api_run_promote", WRITE, "post", api=True, data=(("eval_ids", "{eval_id}"),)),
     Route("trace_promote", WRITE, query="?evalset={evalset}"),
+    # Help (issue 28): the docs, for signed-in users of any project
+    Route("help_index", READ, scoped=False),
+    Route("help_page", READ, scoped=False),
+    Route("help_image", READ, scoped=False),
     Route("api_trace_promote", WRITE, "post", api=True, data=(("evalset", "{evalset}"),)),
+    # Issue 28
+    Route("api_evalset_leaderboard", READ, api=True),
+    Route("version_outputs_skeleton", READ),
+    Route("api_evalset_version_outputs_skeleton", READ, api=True),
+    Route("project_new", ADMIN, scoped=False),  # superusers (or everyone, by a setting): not carol
+    Route("project_archive", ADMIN),
+    Route("evalset_delete", ADMIN),
+    Route("run_delete", ADMIN),
+    Route("api_project_archive", ADMIN, "post", api=True),
+    # Notifications (issue 32): everyone in the project reads the settings and the log; admins change them
+    Route("notify_settings", READ),
+    Route("notify_rule_new", ADMIN),
+    Route("notify_rule_edit", ADMIN),
+    Route("notify_channel_new", ADMIN),
+    Route("notify_channel_edit", ADMIN),
+    Route("notify_channel_log", READ),
+    Route("notify_channel_test", ADMIN, "post"),
+    Route("notify_channel_resume", ADMIN, "post"),
+    Route("notification_list", READ, scoped=False),
+    Route("notification_count", READ, scoped=False),
+    Route("notification_read", READ, "post", scoped=False),  # your own notifications only
+    Route("api_notify_channels", READ, api=True),
+    Route("api_notify_channel", READ, api=True),
+    Route("api_notify_channel_log", READ, api=True),
+    Route("api_notify_channel_test", ADMIN, "post", api=True),
+    Route("api_notify_channel_resume", ADMIN, "post", api=True),
+    Route("api_notify_rules", READ, api=True),
+    Route("api_notify_rule", READ, api=True),
+    Route("api_notifications", READ, api=True, scoped=False),
+    # Issue 34: SSO (public: the start and the return of a sign-in), the second factor, the sign-in log
+    Route("openid_connect_login", PUBLIC, scoped=False),  # GET: a button that posts to itself
+    Route("openid_connect_callback", PUBLIC, scoped=False),  # no state: a 401 page, tested in test_sso.py
+    Route("twofactor_verify", PUBLIC, scoped=False),  # with no password passed: back to the login page
+    Route("twofactor_setup", READ, scoped=False),
+    Route("twofactor", READ, scoped=False),
+    Route("twofactor_disable", READ, "post", scoped=False),  # with no second factor: back to its page
+    Route("signin_log", ADMIN, scoped=False),  # superusers only: not dave
+    Route("api_signins", ADMIN, api=True, scoped=False),
+    # Online evaluation (issue 31)
+    Route("monitor_list", READ, scoped=False),
+    Route("monitor_new", WRITE, scoped=False),
+    Route("monitor_detail", READ),
+    Route("monitor_edit", WRITE),
+    Route("monitor_backfill", WRITE, "post", data=(("hours", "24"),)),
+    Route("thread_list", READ, scoped=False),
+    Route("thread_detail", READ, query="?id=t-1"),
+    Route("project_retention", READ),  # admins change it (tests/test_monitor_pages.py)
+    Route("api_monitors", READ, api=True, scoped=False),
+    Route("api_monitor", READ, api=True),
+    Route("api_monitor_stats", READ, api=True),
+    Route("api_monitor_failing", READ, api=True),
+    Route("api_monitor_backfill", WRITE, "post", api=True, data=(("since", "2026-01-01T00:00:00Z"),)),
+    Route("api_threads", READ, api=True, scoped=False),
+    Route("api_project_retention", READ, api=True),  # admins set it (tests/test_monitor_pages.py)
 ]
 BY_NAME = {r.name: r for r in ROUTES}
 # The members page's writes and the upload/run APIs take the project in the body, not the URL.
@@ -211,6 +289,15 @@ def finished_run(project: Project, version: Any) -> Run:
     return runs.run_execute_here(run.pk)
 
 
+@pytest.fixture(autouse=True)
+def sso_configured(settings: Any) -> None:
+    """An OpenID provider configured (never contacted by these requests), so the SSO routes exist."""
+    from evalsite.settings import oidc_providers
+
+    settings.EVALSITE_OIDC_ISSUER = "http://127.0.0.1:9/o"
+    settings.SOCIALACCOUNT_PROVIDERS = oidc_providers("http://127.0.0.1:9/o", "id", "secret", ["openid"], "SSO")
+
+
 @pytest.fixture
 def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, Any]:
     """acme's objects (a baseline run and a candidate run), and one user per role."""
@@ -231,10 +318,15 @@ def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, 
     grade = HumanGrade.objects.create(project=acme, run=run, result=result, criterion="trajectory_match",
                                       grader=dave, passed=True)
     trace = Trace.objects.create(project=acme, trace_id="ab" * 16, received=True, name="agent", span_count=0)
+    channel = NotifyChannel.objects.create(project=acme, name="inbox", kind="inapp")
+    rule = NotifyRule.objects.create(project=acme, name="regressions", kind="run_finished", condition="regressions")
+    monitor = Monitor.objects.create(project=acme, name="answers", criteria={"json": {"evaluator": "json_valid"}})
+    TraceThread.objects.create(project=acme, thread_id="t-1", first_at=timezone.now(), last_at=timezone.now())
     # an eval set uploaded as ADK files, so it downloads in ADK's own format too
     adk_files = ["google-adk/hello_world_agent/roll_die.test.json", "google-adk/hello_world_agent/test_config.json"]
     adk = evalset_import(project=acme, files=[SourceFile(p, (REALWORLD / p).read_bytes()) for p in adk_files])[0].version
-    return {"base": base, "triage": triage, "grade": grade, "trace": trace, "adk": adk,
+    return {"base": base, "triage": triage, "grade": grade, "trace": trace, "adk": adk, "channel": channel,
+            "rule": rule, "monitor": monitor,
         "acme": acme, "version": version, "evalset": version.evalset, "case": version.cases.first(),
         "run": run, "result": result, "token": token,
         "alice": alice, "bob": bob, "carol": carol, "dave": dave,
@@ -245,8 +337,11 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
     kwargs: dict[str, Any] = {}
     pattern_kwargs = {
         "evalset_detail": {"pk": w["evalset"].pk}, "evalset_trend": {"pk": w["evalset"].pk},
-        "evalset_leaderboard": {"pk": w["evalset"].pk},
-        "version_original": {"pk": w["version"].pk}, "version_native": {"pk": w["version"].pk},
+        "evalset_leaderboard": {"pk": w["evalset"].pk}, "api_evalset_leaderboard": {"pk": w["evalset"].pk},
+        "version_original": {"pk": w["version"].pk},
+        "version_outputs_skeleton": {"pk": w["version"].pk},
+        "api_evalset_version_outputs_skeleton": {"pk": w["evalset"].pk, "number": w["version"].number}, "version_native": {"pk": w["version"].pk},
+        "evalset_rename": {"pk": w["evalset"].pk},
         "case_detail": {"pk": w["case"].pk},
         "evalset_versions": {"pk": w["evalset"].pk}, "evalset_diff": {"pk": w["evalset"].pk},
         "case_new": {"pk": w["evalset"].pk}, "evalset_bulk": {"pk": w["evalset"].pk},
@@ -255,6 +350,10 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "run_promote_selected": {"run_pk": w["run"].pk}, "run_promote_form": {"run_pk": w["run"].pk},
         "api_evalset_edit": {"pk": w["evalset"].pk}, "api_evalset_diff": {"pk": w["evalset"].pk},
         "project_members": {"slug": "acme"}, "project_activity": {"slug": "acme"},
+        "project_archive": {"slug": "acme"}, "api_project_archive": {"slug": "acme"},
+        "evalset_delete": {"pk": w["evalset"].pk},
+        "project_report": {"slug": "acme"}, "project_report_md": {"slug": "acme"},
+        "project_report_csv": {"slug": "acme"}, "api_triage_history": {"pk": w["triage"].pk},
         "account_token_revoke": {"pk": w["token"].pk},
         "triage_comment": {"pk": w["triage"].pk},
         "run_case": {"run_pk": w["run"].pk, "result_pk": w["result"].pk},
@@ -276,6 +375,19 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "version_export": {"pk": w["adk"].pk, "fmt": "adk"},
         "api_evalset_version_export": {"pk": w["adk"].evalset_id, "number": w["adk"].number},
         "trace_promote": {"pk": w["trace"].pk}, "api_trace_promote": {"pk": w["trace"].pk},
+        "help_page": {"slug": "traces"}, "help_image": {"name": "home.png"},
+        **{name: {"slug": "acme"} for name in ("notify_settings", "notify_rule_new", "notify_channel_new",
+                                               "api_notify_channels", "api_notify_rules")},
+        **{name: {"slug": "acme", "pk": w["channel"].pk} for name in (
+            "notify_channel_edit", "notify_channel_log", "notify_channel_test", "notify_channel_resume",
+            "api_notify_channel", "api_notify_channel_log", "api_notify_channel_test", "api_notify_channel_resume")},
+        "notify_rule_edit": {"slug": "acme", "pk": w["rule"].pk}, "api_notify_rule": {"slug": "acme", "pk": w["rule"].pk},
+        "openid_connect_login": {"provider_id": "sso"}, "openid_connect_callback": {"provider_id": "sso"},
+        "monitor_detail": {"pk": w["monitor"].pk}, "monitor_edit": {"pk": w["monitor"].pk},
+        "monitor_backfill": {"pk": w["monitor"].pk}, "project_retention": {"slug": "acme"},
+        "api_project_retention": {"slug": "acme"},
+        "api_monitor": {"pk": w["monitor"].pk}, "api_monitor_stats": {"pk": w["monitor"].pk},
+        "api_monitor_failing": {"pk": w["monitor"].pk}, "api_monitor_backfill": {"pk": w["monitor"].pk},
     }
     if route.name in pattern_kwargs:
         kwargs = pattern_kwargs[route.name]
@@ -307,10 +419,12 @@ def test_every_url_pattern_is_in_the_matrix() -> None:
 def test_anonymous_visitors_get_the_login_page_or_a_401_except_on_public_pages(route: Route,
                                                                                 world: dict[str, Any]) -> None:
     response = call(Client(), route, world)
-    if route.kind == PUBLIC:
+    if route.name == "openid_connect_callback":  # no sign-in was started here: refused (tests/test_sso.py)
+        assert response.status_code == 401
+    elif route.kind == PUBLIC:
         assert response.status_code in {200, 302}
-        if response.status_code == 302:  # a reset link redirects to its own form; logout to log in
-            assert route.name in {"password_reset_confirm", "logout"}
+        if response.status_code == 302:  # a reset link redirects to its own form; logout and 2FA to log in
+            assert route.name in {"password_reset_confirm", "logout", "twofactor_verify"}
     elif route.api or route.name in {"demo_agent", "otlp_traces"}:
         assert response.status_code == 401
         assert response["WWW-Authenticate"].startswith("Token")
@@ -364,7 +478,9 @@ def test_a_viewer_cannot_write(route: Route, world: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.kind == READ and r.name not in {
-    "project_switch", "account_token_revoke", "demo_agent", "api_token_revoke"}], ids=lambda r: r.name)
+    "project_switch", "account_token_revoke", "demo_agent", "api_token_revoke", "notification_read",
+    "twofactor_disable"}],
+    ids=lambda r: r.name)
 def test_a_viewer_reads_every_page_of_the_project(route: Route, world: dict[str, Any]) -> None:
     response = call(client_for(world["carol"]), route, world)
     if route.name == "run_compare_pick":
@@ -400,6 +516,22 @@ def test_a_member_cannot_do_admin_actions(world: dict[str, Any]) -> None:
     assert Membership.objects.get(pk=carol.pk).role == Membership.Role.VIEWER
     world["evalset"].refresh_from_db()
     assert world["evalset"].baseline_run_id is None
+
+
+@pytest.mark.parametrize("path", ["runs/{run}/", "evalsets/{evalset}/"])
+def test_only_a_projects_admins_delete_through_the_api(path: str, world: dict[str, Any]) -> None:
+    from evaluations.accounts.tokens import token_create
+
+    url = "/api/v1/" + path.format(**ids(world))
+    assert Client().delete(url).status_code == 401
+    for user, status in (("bob", 404), ("carol", 403), ("alice", 403)):
+        client = Client(HTTP_AUTHORIZATION=f"Token {token_create(user=world[user], name='x').secret}")
+        assert client.delete(url).status_code == status, user
+    session = Client(enforce_csrf_checks=True)
+    session.force_login(world["dave"])
+    assert session.delete(url).status_code == 403  # a session needs its CSRF token
+    dave = Client(HTTP_AUTHORIZATION=f"Token {token_create(user=world['dave'], name='x').secret}")
+    assert dave.delete(url).status_code == 200 and dave.get(url).status_code == 404
 
 
 def test_an_admin_does_the_admin_actions(world: dict[str, Any]) -> None:

@@ -95,10 +95,9 @@ def _cases(w: dict[str, Any]) -> list[tuple[str, str, Any, int, str]]:
         ("post", f"/api/v1/triage/{triage}/comments/", {"body": "hi", "parent": 987654}, 400, "parent"),
         ("post", f"/api/v1/triage/{triage}/comments/", {"body": "hi", "parent": "first"}, 400, "parent"),
         ("post", f"/api/v1/triage/{w['other_triage'].pk}/comments/", {"body": "hi"}, 404, "not_found"),
-        # Tokens.
-        ("post", "/api/v1/tokens/", {"name": ""}, 400, "name"),
-        ("post", "/api/v1/tokens/", {"name": "x" * 101}, 400, "name"),
-        ("post", "/api/v1/tokens/", {"name": {"a": 1}}, 400, "name"),
+        # Tokens: a token never creates one, whatever it sends (bad names: the session test below).
+        ("post", "/api/v1/tokens/", {"name": "ok"}, 403, "session"),
+        ("post", "/api/v1/tokens/", {"name": ""}, 403, "session"),
         ("post", f"/api/v1/tokens/{HUGE}/revoke/", {}, 404, "not_found"),
         # Unknown ids everywhere.
         ("post", "/api/v1/runs/424242/cancel/", {}, 404, "not_found"),
@@ -115,6 +114,14 @@ def test_bad_writes_are_4xx_in_the_error_shape_and_write_nothing(world: dict[str
         body = assert_error(response, status)
         assert fragment in json.dumps(body), (method, url, payload, body)
     assert _counts() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["", "x" * 101, {"a": 1}])
+def test_a_bad_token_name_from_a_session_is_400_and_writes_nothing(alice: Any, alice_client: Client, name: Any) -> None:
+    body = assert_error(_json(alice_client, "post", "/api/v1/tokens/", {"name": name}), 400)
+    assert "name" in json.dumps(body)
+    assert not apps.get_model("evaluations", "ApiToken").objects.exists()
 
 
 @pytest.mark.django_db

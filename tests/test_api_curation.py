@@ -215,3 +215,32 @@ def test_bad_promotions(alice_client: Client, bob_client: Client, acme: Project,
         == 404
     )
     assert EvalSetVersion.objects.filter(evalset=demo.evalset).count() == 1
+
+
+def test_a_case_read_from_the_api_goes_back_to_edits_as_it_is(alice_client: Client, demo: EvalSetVersion) -> None:
+    listed = alice_client.get(f"/api/v1/evalsets/{demo.evalset.pk}/versions/1/cases/").json()["results"]
+    read = listed[1]
+    assert {"id", "position", "turn_count", "tool_call_count"} <= set(read)  # what the read adds
+    read["tags"] = [*read["tags"], "reviewed"]
+    response = _edit(alice_client, demo.evalset, {"base_version": 1, "changes": [
+        {"op": "put", "eval_id": read["eval_id"], "case": read}]})
+    assert response.status_code == 201, response.json()
+    assert (response.json()["changed"], response.json()["added"]) == (1, 0)
+    saved = EvalCase.objects.in_version(EvalSetVersion.objects.get(evalset=demo.evalset, number=2)).get(
+        eval_id=read["eval_id"])
+    assert "reviewed" in saved.tags and saved.position == read["position"]
+    # A case's detail (with its project, eval set and version) goes back too.
+    detail = alice_client.get(f"/api/v1/cases/{saved.pk}/").json()
+    assert {"project", "evalset", "version"} <= set(detail)
+    again = _edit(alice_client, demo.evalset, {"base_version": 2, "changes": [
+        {"op": "put", "eval_id": detail["eval_id"], "case": {**detail, "name": "renamed"}}]})
+    assert again.status_code == 201, again.json()
+
+
+def test_an_unknown_field_in_a_case_read_back_is_still_refused(alice_client: Client, demo: EvalSetVersion) -> None:
+    read = alice_client.get(f"/api/v1/evalsets/{demo.evalset.pk}/versions/1/cases/").json()["results"][0]
+    response = _edit(alice_client, demo.evalset, {"base_version": 1, "changes": [
+        {"op": "put", "eval_id": read["eval_id"], "case": {**read, "colour": "blue"}}]})
+    assert response.status_code == 400
+    assert [p["path"] for p in response.json()["problems"]] == ["changes[0].case.colour"]
+    assert EvalSetVersion.objects.filter(evalset=demo.evalset).count() == 1

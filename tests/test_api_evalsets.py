@@ -166,8 +166,8 @@ def test_the_trend_gives_pass_rates_and_where_each_case_started_failing(alice_cl
 @pytest.mark.django_db
 def test_eval_set_lists_cost_the_same_queries_for_more_rows(alice_client: Client, acme: Project,
                                                             django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
-    from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import
+    from evaluations.interop import SourceFile
 
     for n in range(4):
         doc = {"eval_set_id": f"set_{n}", "eval_cases": [{"eval_id": f"c{i}", "conversation": []} for i in range(3)]}

@@ -3,18 +3,23 @@ requirement checked here; the requirements other test files hold are named there
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import re
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from evaluations.models import EvalSetVersion, Project
+from evaluations.accounts.tokens import token_create, token_revoke
+from evaluations.models import ApiToken, EvalSetVersion, Membership, Project
 from evaluations.web.charts import to_html
 from evaluations.web.charts.run import TagRate, pass_rate_by_tag
+from tests.api_helpers import assert_error
 
 pytestmark = pytest.mark.django_db
 
@@ -85,6 +90,48 @@ def test_v4_2_2_a_login_without_the_csrf_token_is_refused(alice: Any) -> None:
     response = Client(enforce_csrf_checks=True).post(reverse("login"), {"username": "alice",
                                                                        "password": "alice-pass-123"})
     assert response.status_code == 403
+
+
+def _token_post(client: Client, **extra: Any) -> Any:
+    return client.post("/api/v1/tokens/", data=json.dumps({"name": "minted"}), content_type="application/json",
+                       **extra)
+
+
+@pytest.mark.parametrize("role", ["viewer", "member", "admin"])
+@pytest.mark.parametrize("keyword", ["Bearer", "Token"])
+def test_v3_5_an_api_token_cannot_create_tokens_whatever_its_role(acme: Project, role: str, keyword: str) -> None:
+    user = get_user_model().objects.create_user(f"u-{role}", f"{role}@example.com", "a-long-pass-123")
+    Membership.objects.create(project=acme, user=user, role=role)
+    made = token_create(user=user, name="leaked CI token")
+    body = assert_error(_token_post(Client(HTTP_AUTHORIZATION=f"{keyword} {made.secret}")), 403, "permission_denied")
+    assert "session" in body["message"]
+    assert list(ApiToken.objects.values_list("name", flat=True)) == ["leaked CI token"]
+
+
+def test_v3_5_a_password_sent_as_basic_auth_cannot_create_tokens(alice: Any) -> None:
+    basic = base64.b64encode(b"alice:alice-pass-123").decode()
+    assert_error(_token_post(Client(HTTP_AUTHORIZATION=f"Basic {basic}")), 403, "permission_denied")
+    assert not ApiToken.objects.exists()
+
+
+def test_v3_5_a_session_creates_tokens_only_with_its_csrf_token(alice: Any) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    assert_error(_token_post(client), 403, "permission_denied")
+    assert not ApiToken.objects.exists()
+    client.get(reverse("account"))  # the page sets the CSRF cookie, as a browser would get it
+    created = _token_post(client, HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value)
+    assert created.status_code == 201, created.content
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {created.json()['token']}").get("/api/v1/projects/").status_code == 200
+
+
+def test_v3_5_revoking_a_token_leaves_nothing_it_made_behind(alice: Any) -> None:
+    made = token_create(user=alice, name="CI")
+    bearer = Client(HTTP_AUTHORIZATION=f"Bearer {made.secret}")
+    assert_error(_token_post(bearer), 403)
+    token_revoke(token=made.token, user=alice)
+    assert all(t.revoked_at for t in ApiToken.objects.filter(user=alice))
+    assert_error(bearer.get("/api/v1/projects/"), 401, "authentication_failed")
 
 
 # --- V5 Validation and output encoding --------------------------------------------------------

@@ -73,7 +73,7 @@ CATALOGUE = [
     Bad("not_json", [("broken.json", b'{"eval_set_id": "x",\n  "eval_cases": [\n    {"eval_id": }\n]}')],
         "invalid_json", ["broken.json:3:17", "not valid JSON"]),
     Bad("unknown_format", [("mystery.json", b'{"hello": "world"}')],
-        "unknown_format", ["tried: native, adk, uipath, deepeval, plain", "not Google ADK eval set"]),
+        "unknown_format", ["tried: native, adk, uipath, deepeval, inspect, promptfoo, plain", "not Google ADK eval set"]),
     Bad("schema_errors", [("s.evalset.json", _native([
         _case("ok"),
         {"eval_id": "no_user", "conversation": [{"invocation_id": "t1"}]},

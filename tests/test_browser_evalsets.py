@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import SourceFile
 from evaluations.models import EvalSet, Membership, Project
 from tests.conftest import DATA
 

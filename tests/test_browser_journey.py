@@ -20,7 +20,7 @@ import pytest
 
 from evaluations.models import EvalSet, Project, Run
 from evaluations.runs import services as runs
-from tests.conftest import REPO
+from tests.conftest import REPO, draw_charts
 
 # playwright's sync API runs an event loop in this thread; Django would otherwise refuse the
 # ORM calls the test makes while it is running.
@@ -116,6 +116,8 @@ def test_a_member_uploads_runs_compares_and_drills_into_a_regression(
             # Done: the polling progress brings in the summary and charts (htmx swaps <main>).
             expect(page.locator("#run-progress")).to_have_count(0, timeout=WAIT)
             expect(page.locator(".card-main")).to_contain_text("%", timeout=WAIT)
+            expect(page.locator(".charts")).to_be_visible(timeout=WAIT)
+            draw_charts(page)
             expect(page.locator(".plotly")).to_have_count(3, timeout=WAIT)
             assert page.evaluate("window.__notReloaded") is True  # htmx did it, without a reload
             screenshot(f"run_{name}")
@@ -146,6 +148,7 @@ def test_a_member_uploads_runs_compares_and_drills_into_a_regression(
         expect(rows.first).to_contain_text("regressed")
         for status in rows.all_inner_texts():
             assert "regressed" in status
+        draw_charts(page)
         scatter = page.get_by_test_id("scatter").locator(".js-plotly-plot")
         expect(scatter).to_be_visible(timeout=WAIT)
         page.wait_for_load_state("load")  # compare.js binds the chart clicks once the page is there

@@ -19,6 +19,7 @@ import pytest
 from evaluations.models import Project, Run
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
+from tests.conftest import draw_charts
 from tests.engine_helpers import import_demo, perfect_outputs, regressed_outputs
 
 # playwright's sync API runs an event loop in this thread; Django would otherwise refuse the
@@ -110,6 +111,7 @@ def test_a_member_starts_a_demo_run_watches_it_progress_and_filters_its_cases(
     expect(page.locator(".card-main")).to_contain_text("%", timeout=8_000)
     assert page.evaluate("window.__notReloaded") is True
     expect(page.locator("#run-progress")).to_have_count(0)
+    draw_charts(page)
     charts = page.locator(".plotly")
     expect(charts).to_have_count(3)
     expect(page.locator(".chart").first.locator("svg.main-svg").first).to_be_visible()
@@ -140,6 +142,7 @@ def test_a_member_starts_a_demo_run_watches_it_progress_and_filters_its_cases(
     try:
         dark.context.add_cookies(tab.context.cookies())
         dark.page.goto(live_server.url + f"/runs/{run.pk}/")
+        draw_charts(dark.page)
         expect(dark.page.locator(".plotly")).to_have_count(3)
         dark.page.screenshot(path="/tmp/run_detail_dark.png", full_page=True)
         assert dark.errors == []
@@ -160,6 +163,7 @@ def test_agent_output_with_markup_shows_as_text(tab: Tab, live_server: Any, alic
     row = page.locator("#results-table tbody tr").first
     expect(row.locator(".response")).to_have_text(XSS)
     expect(page.get_by_role("heading", level=1)).to_contain_text(XSS)
+    draw_charts(page)
     expect(page.locator(".plotly")).to_have_count(3)
     assert page.locator("main img").count() == 0
     assert page.evaluate("typeof window.__xss") == "undefined"

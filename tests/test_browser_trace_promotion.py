@@ -13,8 +13,8 @@ import pytest
 
 from evaluations.accounts.tokens import token_create
 from evaluations.evalsets.curation import case_native, evalset_edit, parse_edit
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import SourceFile
 from evaluations.models import EvalCase, Project
 from tests.conftest import REALWORLD
 from tests.test_pages_evalsets import import_generated

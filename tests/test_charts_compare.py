@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evaluations.review.comparison import STATUSES
 from evaluations.review.selectors import first_failing
-from evaluations.web.charts import to_html
+from evaluations.web.charts import log_ticks, to_html
 from evaluations.web.charts.compare import (
     DeltaBar,
     HeatmapRow,
@@ -14,6 +14,7 @@ from evaluations.web.charts.compare import (
     case_heatmap,
     delta_bars,
     latency_ecdf,
+    latency_trend,
     paired_scatter,
     pass_rate_trend,
     tag_pass_rates,
@@ -132,14 +133,23 @@ def test_spans_are_placed_in_tree_order() -> None:
 def test_the_waterfall_puts_spans_on_a_time_axis_coloured_by_kind() -> None:
     fig = waterfall(spans())
     by_name = {t.name: t for t in fig.data}
-    assert set(by_name) == {"agent node", "LLM call", "tool call"}
+    assert set(by_name) == {"agent node", "LLM call", "tool call", "failed span"}
     tools = by_name["tool call"]
-    assert list(tools.base) == [0.5 + 1e-9, 2.0] and list(tools.x) == [0.5 - 1e-9, 1.0]
-    assert list(tools.y) == [2, 3]  # rows in tree order
-    assert tools.marker.line.width[1] > 0  # the failed span is outlined
-    assert "failed" in tools.customdata[1][4]
+    assert list(tools.base) == [0.5 + 1e-9] and list(tools.x) == [0.5 - 1e-9]
+    assert list(tools.y) == [2]  # rows in tree order
     labels = list(fig.layout.yaxis.ticktext)
     assert labels[:3] == ["invoke_agent", "\u2514 chat", "\u00b7 \u2514 get_order"]
+
+
+def test_a_failed_span_is_told_by_colour_hatch_and_words_not_an_outline_alone() -> None:
+    fig = waterfall(spans())
+    failed = next(t for t in fig.data if t.name == "failed span")  # its own legend entry
+    assert list(failed.y) == [3] and list(failed.base) == [2.0] and list(failed.x) == [1.0]
+    assert failed.marker.color == "#D55E00"  # vermillion (Okabe-Ito), unlike every kind's colour
+    assert failed.marker.color not in {t.marker.color for t in fig.data if t.name != "failed span"}
+    assert failed.marker.pattern.shape == "/"  # reads in greyscale too
+    assert list(failed.text) == ["\u2717 failed"] and "failed" in failed.customdata[0][4]
+    assert list(fig.layout.yaxis.ticktext)[3] == "\u2514 \u2717 cancel_order"
 
 
 def test_a_span_cycle_does_not_loop_forever() -> None:
@@ -153,6 +163,28 @@ def test_latency_axes_use_milliseconds_under_a_second_and_log_where_they_spread(
     assert list(spread.data[0].x) == [4.0, 5.0, 13.0]
     close = latency_ecdf([1.0, 1.5, 2.0], [1.2, 1.6, 2.5])
     assert close.layout.xaxis.type != "log" and close.layout.xaxis.title.text == "latency (s)"
+
+
+def test_a_log_latency_axis_labels_its_ticks_in_full_1_2_5_per_decade() -> None:
+    # Plotly's own log ticks read "1000 5 2 100 5 2 10 5": the minor ones by their first digit.
+    trend = latency_trend([TrendPoint("#1", "run 1", 1.0, 0.008, "/runs/1/"),
+                           TrendPoint("#2", "run 2", 0.9, 0.95, "/runs/2/")])
+    axis = trend.layout.yaxis
+    assert axis.type == "log" and axis.tickmode == "array"
+    assert list(axis.tickvals) == [5, 10, 20, 50, 100, 200, 500, 1000]
+    assert list(axis.ticktext) == ["5", "10", "20", "50", "100", "200", "500", "1,000"]
+    ecdf = latency_ecdf([0.004, 0.005, 0.013], [0.0004, 0.0006, 0.0017]).layout.xaxis
+    assert list(ecdf.ticktext) == ["0.2", "0.5", "1", "2", "5", "10", "20"]
+    # Over more than three decades, powers of ten only.
+    wide = log_ticks([1, 250_000])
+    assert wide["ticktext"] == ["1", "10", "100", "1,000", "10,000", "100,000", "1,000,000"]
+
+
+def test_a_pass_rate_of_100_percent_is_drawn_whole() -> None:
+    fig = pass_rate_trend([TrendPoint("#1", "run 1", 1.0, 1.2, "/runs/1/"), TrendPoint("#2", "run 2", 0.0, 1, "/")])
+    low, high = fig.layout.yaxis.range
+    assert low < 0 and high > 1.02  # room for a marker's radius at 0 % and 100 %
+    assert fig.data[0].cliponaxis is False
 
 
 def test_every_chart_has_a_name_and_its_numbers_as_a_table() -> None:

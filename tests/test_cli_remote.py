@@ -327,3 +327,78 @@ def test_the_client_file_runs_from_a_checkout_and_explains_its_errors(tmp_path: 
     no_token = module_cli(tmp_path, str(DEMO), "--outputs", str(DEMO), "--server", f"http://127.0.0.1:{port}")
     assert no_token.returncode == 2 and "remote mode needs an API token" in no_token.stderr
     assert "non-stdlib modules: []" in no_token.stderr
+
+
+# --- The CI gate with the default baseline: a regression that landed keeps failing ---------------
+
+GATE_CASES = 60
+GATE_WRONG = set(range(2, 56, 2))  # 27 cases
+
+
+def _gate_evalset(path: Path) -> Path:
+    cases = [{"eval_id": f"case_{i:04d}", "conversation": [{
+        "invocation_id": "turn_1", "user_content": {"role": "user", "content": f"Look up item {i}"},
+        "expected_tool_trajectory": [{"name": "lookup", "args": {"id": i}}],
+        "expected_final_response": {"role": "assistant", "content": f"Item {i} is in stock."}}]}
+        for i in range(GATE_CASES)]
+    path.write_text(json.dumps({"eval_set_id": "gate_sixty", "eval_cases": cases}))
+    return path
+
+
+def _gate_outputs(path: Path, wrong: set[int]) -> Path:
+    path.write_text("\n".join(json.dumps({"eval_id": f"case_{i:04d}", "turns": [{
+        "invocation_id": "turn_1", "final_response": f"Item {i} is in stock.",
+        "tool_calls": [{"name": "lookup", "args": {"id": 0 if i in wrong else i}}]}]}) for i in range(GATE_CASES)))
+    return path
+
+
+def test_a_landed_regression_keeps_failing_the_default_baseline_gate_in_both_clis(server: Server,
+                                                                                tmp_path: Path) -> None:
+    vendored = tmp_path / "ci" / "client.py"
+    vendored.parent.mkdir()
+    shutil.copyfile(CLIENT, vendored)
+    evalset = _gate_evalset(tmp_path / "gate.evalset.json")
+    good = _gate_outputs(tmp_path / "good.jsonl", set())
+    bad = _gate_outputs(tmp_path / "bad.jsonl", GATE_WRONG)
+    gate = ("--baseline", "default", "--fail-on-regression", "--branch", "main", "--model", "agent",
+            "--regressions-only", "--poll", "0.2")
+
+    first = file_cli(vendored, tmp_path, str(evalset), "--outputs", str(good), "--server", server.url, *gate,
+                     token=server.token)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "nothing to compare with yet" in first.stdout  # the first run on the set: no baseline
+    good_run = _run_id(first.stdout)
+
+    landed = file_cli(vendored, tmp_path, "gate_sixty", "--outputs", str(bad), "--server", server.url, *gate,
+                      token=server.token)
+    assert landed.returncode == 1, landed.stdout + landed.stderr
+    assert f"vs baseline run {good_run}: 27 regressions" in landed.stdout
+    assert "regression gate: FAILED (27 cases regressed)" in landed.stdout
+    regressed_run = _run_id(landed.stdout)
+
+    # The same outputs again: the baseline is now the regressed run, and the gate still fails.
+    junit = tmp_path / "again.xml"
+    again = file_cli(vendored, tmp_path, "gate_sixty", "--outputs", str(bad), "--server", server.url, *gate,
+                     "--junit", str(junit), token=server.token)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert f"vs baseline run {regressed_run}: " in again.stdout
+    assert ("regression gate: FAILED (no case regressed, 27 regressions of earlier runs on main still open)"
+            in again.stdout)
+    assert f"still open: case_0002 (regressed in run {regressed_run} vs run {good_run}, fail here)" in again.stdout
+    assert "... and 7 more open regressions" in again.stdout  # 20 listed
+    assert ET.parse(junit).getroot().get("failures") == "27"
+
+    # `manage.py eval --server` reads the same answer.
+    managed = cli(tmp_path, "gate_sixty", "--outputs", str(bad), "--server", server.url, *gate, token=server.token)
+    assert managed.returncode == 1, managed.stdout + managed.stderr
+    assert "27 regressions of earlier runs on main still open" in managed.stdout
+
+    # Fixed: the gate passes again; `--baseline pinned` without a pinned run is a note, not a crash.
+    fixed = file_cli(vendored, tmp_path, "gate_sixty", "--outputs", str(good), "--server", server.url, *gate,
+                     token=server.token)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "regression gate: passed (no case regressed)" in fixed.stdout
+    pinned = file_cli(vendored, tmp_path, "gate_sixty", "--outputs", str(good), "--server", server.url,
+                      "--baseline", "pinned", "--fail-on-regression", "--poll", "0.2", token=server.token)
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    assert "has no pinned baseline run: nothing to compare with yet" in pinned.stdout

@@ -123,15 +123,6 @@ def test_the_bootstrap_of_no_change_is_a_point_and_of_nothing_is_none() -> None:
     assert bootstrap_mean_ci([0.3]) == pytest.approx((0.3, 0.3))
 
 
-def test_verdicts_are_worded_for_people() -> None:
-    assert comparison.interval_verdict(-0.11, -0.05, [-0.1]) == "likely real"
-    assert comparison.interval_verdict(-0.11, 0.02, [-0.1]) == "could be noise"
-    assert comparison.interval_verdict(0.0, 0.0, [0.0, 0.0]) == "no change"
-    assert comparison.flips_verdict(10, 2, mcnemar_exact_p(10, 2)) == "likely real"
-    assert comparison.flips_verdict(2, 0, mcnemar_exact_p(2, 0)) == "could be noise"
-    assert comparison.flips_verdict(0, 0, 1.0) == "no flips"
-
-
 # --- compare() ----------------------------------------------------------------------------
 
 

@@ -53,7 +53,7 @@ def _everywhere(client: Client, run_id: int) -> None:
     assert list(report["config_used"]["criteria"]) == ORDER
     page = client.get(f"/runs/{run_id}/").content.decode()
     # The notes on criteria named after other tools' (issue 21) name only those, in order too.
-    notes = re.search(r'<section class="alert parity-notes".*?</section>', page, re.S)
+    notes = re.search(r'<details class="parity-notes".*?</details>', page, re.S)
     if notes:
         named = re.findall(r'<strong class="mono">(\w+)</strong>', notes.group(0))
         assert named == [c for c in ORDER if c in named]

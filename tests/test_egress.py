@@ -5,6 +5,7 @@ followed, the checked address pinned for the connection."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -129,6 +130,77 @@ def test_the_connection_goes_to_the_checked_address_with_the_name_in_host() -> N
     assert extensions == {"sni_hostname": "localhost"}  # the certificate is checked for the name
 
 
+@pytest.fixture
+def no_resolver(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The resolver is stubbed: a lookup is recorded and fails, so no test asks DNS anything."""
+    asked: list[str] = []
+
+    def getaddrinfo(host: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "stubbed resolver")
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return asked
+
+
+@pytest.mark.parametrize("url,says", [
+    ("http://240.0.0.1/", "a reserved address"),  # Python counts 240.0.0.0/4 as private too
+    ("http://255.255.255.254/", "a reserved address"),
+    ("http://[2002:a9fe:a9fe::1]/", "a cloud metadata address (169.254.169.254, carried in that IPv6 address)"),
+    ("http://[2002:a9fe:0101::1]/", "a link-local address"),  # 6to4 of 169.254.1.1
+    ("http://[64:ff9b::a9fe:a9fe]/", "a cloud metadata address"),  # NAT64 well-known prefix
+    ("http://[64:ff9b::169.254.169.254]/", "a cloud metadata address"),
+    ("http://[64:ff9b:1:a9fe:a9:fe00::]/", "a cloud metadata address"),  # local-use NAT64, /48 layout
+    ("http://[64:ff9b:1::a9fe:a9fe]/", "a cloud metadata address"),  # local-use NAT64, /96 layout
+    ("http://[::a9fe:a9fe]/", "a cloud metadata address"),  # IPv4-compatible
+    ("http://[::ffff:240.0.0.1]/", "a reserved address"),
+    ("http://[2001:0:a9fe:a9fe::1]/", "(169.254.169.254, carried"),  # Teredo, server 169.254.169.254
+    ("http://[2001:0:4136:e378:8000:63bf:5601:5501]/", "a link-local address"),  # Teredo, client 169.254.170.254
+    ("http://0xa9fea9fe/", "a cloud metadata address"),  # hex, one part
+    ("http://2852039166/", "a cloud metadata address"),  # decimal, one part
+    ("http://169.254.43518/", "a cloud metadata address"),  # two parts
+    ("http://0xa9.0376.43518/", "a cloud metadata address"),  # three parts, hex and octal
+    ("http://0xe0.1/", "a multicast address"),
+    ("http://0/", "the unspecified address"),
+])
+def test_reserved_addresses_and_ipv4_hidden_in_other_forms_are_refused(url: str, says: str,
+                                                                       no_resolver: list[str]) -> None:
+    why = egress.refusal(url)
+    assert why is not None and says in why, why
+    assert no_resolver == []  # numeric forms are read here, never handed to a resolver
+
+
+@pytest.mark.parametrize("url,address", [
+    ("http://127.1:8000/", "127.0.0.1"), ("http://0x7f000001/", "127.0.0.1"), ("http://012.1.515/", "10.1.2.3"),
+    ("http://[64:ff9b::a00:5]/", "64:ff9b::a00:5"), ("http://[2002:c000:221::1]/", "2002:c000:221::1"),
+])
+def test_numeric_and_carried_forms_of_allowed_addresses_are_allowed(url: str, address: str,
+                                                                   no_resolver: list[str]) -> None:
+    assert egress.refusal(url) is None
+    assert str(egress.check(url)[1]) == address
+    assert no_resolver == []
+
+
+def test_the_deny_list_also_refuses_its_addresses_in_other_forms(settings: Any, no_resolver: list[str]) -> None:
+    settings.EVALSITE_TARGET_DENY = ["127.0.0.0/8", "10.0.0.0/8"]
+    for url in ("http://127.1/", "http://0x7f.0.0.1/", "http://[::ffff:127.0.0.1]/", "http://[64:ff9b::7f00:1]/",
+                "http://[2002:0a00:0001::1]/", "http://[::10.0.0.1]/"):
+        assert "EVALSITE_TARGET_DENY" in (egress.refusal(url) or ""), url
+    settings.EVALSITE_TARGET_ALLOW = ["192.0.2.0/24"]
+    settings.EVALSITE_TARGET_DENY = []
+    assert egress.refusal("http://[64:ff9b::c000:207]/") is None  # the same destination as 192.0.2.7
+    assert "not in EVALSITE_TARGET_ALLOW" in (egress.refusal("http://[2002:c000:0207::1]/") or "")  # only via it
+
+
+@pytest.mark.parametrize("url", ["http://0251.0376.0251.0376/", "http://0251.254.169.254/", "http://[::1/",
+                                 "http://[fe80::1%eth0/", "http://exa mple.com/", "http://:80/", "http://a..b/"])
+def test_a_url_the_parser_refuses_is_a_refusal_never_an_exception(url: str, no_resolver: list[str]) -> None:
+    why = egress.refusal(url)
+    assert why is not None and why, url
+    with pytest.raises(egress.EgressRefused):
+        egress.pinned_request(url)  # the worker's check refuses it the same way
+
+
 # --- Run creation -----------------------------------------------------------------------------
 
 @pytest.mark.django_db
@@ -163,6 +235,24 @@ def test_run_creation_accepts_an_allowed_agent(alice_client: Client, acme: Proje
         {"evalset": version.evalset_id, "target_kind": "http", "target": {"url": _url(agent)}}),
         content_type="application/json")
     assert response.status_code == 201, response.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["http://0251.0376.0251.0376/", "http://0251.254.169.254/", "http://[::1/",
+                                 "http://240.0.0.1/", "http://[2002:a9fe:a9fe::1]/"])
+def test_run_creation_answers_400_for_unparseable_and_hidden_addresses(alice_client: Client, acme: Project, url: str,
+                                                                       no_resolver: list[str]) -> None:
+    version = import_demo(acme)
+    response = alice_client.post("/api/v1/runs/", data=json.dumps(
+        {"evalset": version.evalset_id, "target_kind": "http", "target": {"url": url}}), content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert "the target URL is refused" in response.json()["message"]
+    page = alice_client.post("/runs/new/", {
+        "version": version.pk, "config_source": "default", "target_kind": "http",
+        "http_url": url, "iterations": 1, "warmups": 0})
+    assert page.status_code == 400
+    assert "the target URL is refused" in page.content.decode() or "not a valid URL" in page.content.decode()
+    assert Run.objects.count() == 0
 
 
 # --- In the worker ----------------------------------------------------------------------------

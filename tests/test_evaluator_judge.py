@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from evaluations.evalsets.formats import files_from_paths
-from evaluations.evalsets.formats.uipath import reader as uipath_reader
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.evaluators.judge import (
     LLMJudgeEvaluator,
@@ -22,6 +20,8 @@ from evaluations.evaluators.judge import (
     UiPathLLMJudgeTrajectoryEvaluator,
     normalise,
 )
+from evaluations.interop import files_from_paths
+from evaluations.interop.uipath.evalset import reader as uipath_reader
 from evaluations.schemas.evalset import (
     ConversationScenario,
     CriterionConfig,

@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-from evaluations.evalsets.formats import files_from_paths
-from evaluations.evalsets.formats.uipath import reader as uipath_reader
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.evaluators.output import (
     ContainsEvaluator,
@@ -28,6 +26,8 @@ from evaluations.evaluators.uipath import (
     UiPathLegacyExactMatchEvaluator,
     UiPathLegacyJsonSimilarityEvaluator,
 )
+from evaluations.interop import files_from_paths
+from evaluations.interop.uipath.evalset import reader as uipath_reader
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MessageContent
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from tests.conftest import REALWORLD

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from rouge_score import rouge_scorer
 
-from evaluations.evalsets.formats.adk import reader
-from evaluations.evalsets.formats.base import SourceFile
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.evaluators.rouge import (
     ResponseMatchEvaluator,
     ResponseMatchScoreEvaluator,
     rouge_1,
 )
+from evaluations.interop.adk.evalset import reader
+from evaluations.interop.base import SourceFile
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MessageContent
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from tests.conftest import REALWORLD

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from evaluations.evalsets.formats import files_from_paths
-from evaluations.evalsets.formats.uipath import reader
 from evaluations.evaluators.base import Evaluator, Level, ScoreResult
 from evaluations.evaluators.tool_calls import (
     NO_CRITERIA,
@@ -19,6 +17,8 @@ from evaluations.evaluators.tool_calls import (
     ToolCallOutputEvaluator,
     sanitize_tool_name,
 )
+from evaluations.interop import files_from_paths
+from evaluations.interop.uipath.evalset import reader
 from evaluations.schemas.evalset import CriterionConfig, EvalCase
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
 

@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from evaluations.evalsets.formats import SourceFile
-from evaluations.evalsets.formats.adk import reader
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.evaluators.trajectory import (
     NO_TURNS,
@@ -21,6 +19,8 @@ from evaluations.evaluators.trajectory import (
     TrajectoryMatchEvaluator,
     adk_tool_calls_match,
 )
+from evaluations.interop import SourceFile
+from evaluations.interop.adk.evalset import reader
 from evaluations.schemas.evalset import (
     CriterionConfig,
     EvalCase,

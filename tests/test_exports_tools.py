@@ -15,8 +15,8 @@ from django.urls import reverse
 
 from evaluations.evalsets.curation import case_native, evalset_edit, parse_edit
 from evaluations.evalsets.exports import ExportLossError, ExportUnavailable, tool_export
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import ImportOutcome, evalset_import
+from evaluations.interop import SourceFile
 from evaluations.models import EvalCase, EvalSetVersion, Project
 from tests.conftest import REALWORLD
 
@@ -49,6 +49,9 @@ REAL_FILES = {
     "deepeval-goldens-csv": ["deepeval/test_core_test_datasets_goldens.csv"],
     "deepeval-convo-json": ["deepeval/test_core_test_datasets_convo_goldens.json"],
     "deepeval-convo-csv": ["deepeval/test_core_test_datasets_convo_goldens.csv"],
+    "inspect-log-read-sample": ["inspect/log_read_sample.json"],
+    "inspect-log-tool-call-error": ["inspect/log_tool_call_error.json"],
+    "inspect-dataset-wikipedia": ["inspect/wikipedia.jsonl"],
 }
 
 
@@ -276,6 +279,7 @@ def test_realworld_files_are_all_covered() -> None:
         and "_evaluator_types" not in p.parts
         and "evaluators" not in p.parts
         and p.name != "test_config.json"
+        and "promptfoo" not in p.parts  # tests/test_format_promptfoo.py imports and round-trips each
     ]
     assert eval_sets and {str(Path(p).relative_to(REALWORLD)) for p in eval_sets} <= covered
 

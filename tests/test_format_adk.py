@@ -17,12 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile, files_from_paths, read_upload
-from evaluations.evalsets.formats.adk import reader
-from evaluations.evalsets.formats.adk_convert import AdkConverter
-from evaluations.evalsets.formats.base import CaseSink, ParsedEvalSet
-from evaluations.evalsets.formats.native import reader as native_reader
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import EvalSetImportError, SourceFile, files_from_paths, read_upload
+from evaluations.interop.adk.convert import AdkConverter
+from evaluations.interop.adk.evalset import reader
+from evaluations.interop.agentflow.evalset import reader as native_reader
+from evaluations.interop.base import CaseSink, ParsedEvalSet
 from evaluations.models import EvalCase, EvalSetVersion, Project
 from evaluations.schemas.evalset import EvalCase as NativeEvalCase
 from evaluations.schemas.evalset import MatchType, ToolCall

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile, read_upload
-from evaluations.evalsets.formats.deepeval import derive_eval_ids, reader
-from evaluations.evalsets.formats.plain import reader as plain_reader
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import EvalSetImportError, SourceFile, read_upload
+from evaluations.interop.deepeval.evalset import derive_eval_ids, reader
+from evaluations.interop.plain.evalset import reader as plain_reader
 from evaluations.models import EvalCase as CaseRow
 from evaluations.models import Project
 from evaluations.schemas.evalset import EvalCase, ToolCall

@@ -7,7 +7,6 @@ through `read_upload` and `evalset_import` wait for every reader module to exist
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import zipfile
@@ -17,17 +16,13 @@ from typing import Any
 
 import pytest
 
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile, expand, files_from_paths
-from evaluations.evalsets.formats.base import ParsedEvalSet
-from evaluations.evalsets.formats.uipath import reader
+from evaluations.interop import EvalSetImportError, SourceFile, expand, files_from_paths
+from evaluations.interop.base import ParsedEvalSet
+from evaluations.interop.uipath.evalset import reader
 from evaluations.schemas.evalset import ToolCall
 from tests.conftest import DATA, source
 
 FIXTURES = DATA / "uipath"
-ALL_READERS = all(
-    importlib.util.find_spec(f"evaluations.evalsets.formats.{name}") for name in ("adk", "deepeval", "plain")
-)
-needs_all_readers = pytest.mark.skipif(not ALL_READERS, reason="read_upload imports every reader module")
 
 
 def parse_upload(files: Sequence[SourceFile]) -> ParsedEvalSet:
@@ -591,10 +586,9 @@ class TestProblems:
         ]
 
 
-@needs_all_readers
 class TestThroughTheImport:
     def test_read_upload_finds_the_uipath_eval_set_in_a_folder(self, weather: Path) -> None:
-        from evaluations.evalsets.formats import read_upload
+        from evaluations.interop import read_upload
 
         [parsed] = read_upload(files_from_paths([weather]))
         assert (parsed.format, parsed.variant, len(parsed.evalset.eval_cases)) == ("uipath", "uipath-current", 5)

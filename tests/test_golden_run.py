@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import SourceFile
+from evaluations.interop.outputs import read_outputs
 from evaluations.models import CaseResult, Comparison, Project, Run, Score, ToolUsage
 from evaluations.runs import exports
 from evaluations.runs import services as runs
-from evaluations.runs.targets.uploaded import read_outputs
 from evaluations.schemas.evalset import EvalConfig
 from tests.conftest import REPO
 

@@ -25,9 +25,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from evaluations import safejson
-from evaluations.evalsets.formats.base import EvalSetImportError, SourceFile
-from evaluations.models import EvalCase, EvalSet, Project, Run
-from evaluations.runs.targets.uploaded import read_outputs
+from evaluations.evalsets.services import evalset_import
+from evaluations.interop.base import EvalSetImportError, SourceFile
+from evaluations.interop.outputs import read_outputs
+from evaluations.models import EvalCase, EvalSet, EvalSetVersion, Project, Run
+from evaluations.runs.exports import version_native_text
 from tests.conftest import REPO
 from tests.engine_helpers import import_demo, perfect_outputs
 
@@ -104,6 +106,49 @@ def test_reading_deep_outputs_says_the_file_line_and_why() -> None:
 def test_the_demo_agent_answers_a_deep_body_with_400(alice_client: Client) -> None:
     response = alice_client.post("/demo/agent/", data="[" * DEEP + "]" * DEEP, content_type="application/json")
     assert response.status_code == 400
+
+
+def _case_form(client: Client, case: EvalCase, **fields: str) -> Any:
+    from django.urls import reverse
+
+    original = client.get(reverse("case_edit", args=[case.pk])).context["fields"].original
+    return client.post(reverse("case_edit", args=[case.pk]), {
+        "base_version": "1", "original": original, "turn_count": "1", "eval_id": case.eval_id,
+        "turn-0-user": "q", **fields})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("field,depth", [("metadata", 61), ("metadata", 100), ("metadata", 2_000),
+                                         ("rubrics", DEEP), ("turn-0-tools", 59)])
+def test_the_case_form_refuses_json_nested_past_the_api_limit_and_saves_nothing(alice_client: Client, acme: Project,
+                                                                               field: str, depth: int) -> None:
+    version = import_demo(acme)
+    case = EvalCase.objects.in_version(version).first()
+    assert case is not None
+    response = _case_form(alice_client, case, **{field: _nest(depth)})
+    assert response.status_code == 400
+    text = response.content.decode()
+    assert "levels deep at line 1, column" in text and "at most 64 levels" in text
+    assert ("turn 1 · expected tool calls" if field == "turn-0-tools" else field) in text
+    assert EvalSetVersion.objects.filter(evalset=version.evalset).count() == 1
+
+
+@pytest.mark.django_db
+def test_the_case_form_and_the_api_agree_on_the_deepest_metadata(alice_client: Client, acme: Project) -> None:
+    version = import_demo(acme)
+    case = EvalCase.objects.in_version(version).first()
+    assert case is not None
+    edits = f"/api/v1/evalsets/{version.evalset_id}/edits/"
+    body = {"base_version": 1, "changes": [{"op": "put", "eval_id": case.eval_id,
+                                            "case": {"eval_id": case.eval_id, "conversation": case.conversation,
+                                                     "metadata": "PLACEHOLDER"}}]}
+    too_deep = json.dumps(body).replace('"PLACEHOLDER"', _nest(61, '"x"'))
+    assert alice_client.post(edits, too_deep, content_type="application/json").status_code == 400
+    response = _case_form(alice_client, case, metadata=_nest(60, '"x"'))  # the deepest both accept
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    v2 = EvalSetVersion.objects.get(evalset=version.evalset, number=2)
+    again = evalset_import(project=acme, files=[SourceFile("again.evalset.json", version_native_text(v2).encode())])
+    assert again[0].version.content_hash == v2.content_hash  # its native export reads back
 
 
 # --- Millions of tiny cases --------------------------------------------------------------------
@@ -223,6 +268,70 @@ def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_no
             "Authorization": "Basic " + base64.b64encode(b"root:root-pass-123").decode()})
         with urllib.request.urlopen(listing, timeout=30) as response:
             assert json.loads(response.read())["count"] == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _wide_csv(rows: int, columns: int = 1000) -> bytes:
+    """A CSV within every documented limit (1,000 columns, short fields), the shape that grew a
+    worker by ~374 MB at 5,000 rows (10 MB) when the reader held every row as a dict."""
+    header = "input," + ",".join(f"c{i}" for i in range(columns - 1))
+    body = "".join(f"question {r}," + ",".join("x" for _ in range(columns - 1)) + "\n" for r in range(rows))
+    return (header + "\n" + body).encode()
+
+
+@pytest.mark.slow
+def test_a_wide_csv_is_read_a_row_at_a_time_with_bounded_memory(tmp_path: Path) -> None:
+    data = _wide_csv(5_000)
+    assert len(data) > 10_000_000
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY",
+                                                            "DJANGO_SETTINGS_MODULE"}}
+    env.update({"EVALSITE_DATA_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1",
+                "EVALSITE_ADMIN_USERNAME": "root", "EVALSITE_ADMIN_PASSWORD": "root-pass-123"})
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--web-workers", "1"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    output: list[str] = []
+    try:
+        assert proc.stdout is not None
+        while not any("Press Ctrl+C" in line for line in output):
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "".join(output)
+            output.append(line)
+        threading.Thread(target=lambda: output.extend(proc.stdout or []), daemon=True).start()
+        web = [c for c in psutil.Process(proc.pid).children(recursive=True) if "gunicorn" in " ".join(c.cmdline())]
+        workers = [w for w in web if w.ppid() in {p.pid for p in web}] or web
+        before = {w.pid: _peak_rss(w.pid) for w in workers}
+
+        import base64
+        auth = "Basic " + base64.b64encode(b"root:root-pass-123").decode()
+        boundary = uuid.uuid4().hex
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"project\"\r\n\r\ndefault\r\n"
+                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"wide.csv\"\r\n"
+                "Content-Type: text/csv\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/evalsets/", data=body, method="POST",
+                                         headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
+                                                  "Authorization": auth})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                created = json.loads(response.read())
+                assert response.status == 201, created
+        except ConnectionError as exc:
+            raise AssertionError(f"the connection failed ({exc!r}); the server said:\n{''.join(output)}") from exc
+        grown = max(_peak_rss(w.pid) - before[w.pid] for w in workers)
+        print(f"wide CSV ({len(data) / 2**20:.1f} MB, 5,000 x 1,000): the worker's peak grew {grown / 2**20:.0f} MB")
+        # The upload itself (10 MB, its text, the request body) is in it; the rows are not.
+        assert grown < 160 * 1024 * 1024, f"the worker's peak memory grew {grown / 2**20:.0f} MB"
+        listing = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/evalsets/", headers={"Authorization": auth})
+        with urllib.request.urlopen(listing, timeout=30) as response:
+            [evalset] = json.loads(response.read())["results"]
+        assert evalset["latest_version"]["case_count"] == 5_000, evalset
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import EvalSetImportError, SourceFile
 from evaluations.models import EvalCase, EvalSet, EvalSetVersion, Project
 from evaluations.runs.exports import version_native_text
 from evaluations.schemas.evalset import EvalSet as NativeEvalSet

@@ -78,8 +78,8 @@ def test_existing_versions_keep_their_cases_and_are_found_again_by_content() -> 
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
 
-    from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import
+    from evaluations.interop import SourceFile
     from evaluations.models import EvalCase, EvalSetVersion
     from evaluations.models import Project as CurrentProject
 

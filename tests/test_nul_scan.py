@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import SourceFile
+from evaluations.interop.outputs import read_outputs
 from evaluations.models import EvalCase, Project
-from evaluations.runs.targets.uploaded import read_outputs
 from evaluations.schemas.text import REPLACEMENT, may_hold_nul, nul_free, without_nul
 
 

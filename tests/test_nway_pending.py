@@ -14,8 +14,9 @@ from django_q.models import OrmQ
 
 from evaluations import tasks
 from evaluations.models import Comparison, Project, Run
+from tests.queue_helpers import wait_for
 from tests.test_nway import four_runs, nway_url
-from tests.test_queue_e2e import _wait_for, cluster  # noqa: F401 - the qcluster fixture
+from tests.test_queue_e2e import cluster  # noqa: F401 - the qcluster fixture
 
 PENDING = 'data-testid="nway-pending"'
 
@@ -67,6 +68,6 @@ def test_a_real_cluster_computes_the_pending_comparisons(acme: Project, alice_cl
     runs = four_runs(acme, count=30)
     settings.EVALSITE_NWAY_INLINE_CASES = 10
     assert PENDING in alice_client.get(nway_url(runs)).content.decode()
-    _wait_for(lambda: missing_pairs(runs) == [], 60, "the cluster did not compute the comparisons")
+    wait_for(lambda: missing_pairs(runs) == [], 60, "the cluster did not compute the comparisons")
     done = alice_client.get(nway_url(runs)).content.decode()
     assert PENDING not in done and done.count("nway-best-cell") == 1

@@ -1,4 +1,4 @@
-"""Uploaded outputs: the outputs format (README, "Targets") as JSON, {"results"} and JSONL, ADK's own
+"""Uploaded outputs: the outputs format (docs/runs.md, "Targets") as JSON, {"results"} and JSONL, ADK's own
 result files, and what is wrong with bad ones (file, case, path, line).
 
 tests/data/outputs/:
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from evaluations.evalsets.formats.base import EvalSetImportError, SourceFile
-from evaluations.runs.targets.uploaded import read_outputs
+from evaluations.interop.base import EvalSetImportError, SourceFile
+from evaluations.interop.outputs import read_outputs
 from evaluations.schemas.outputs import Usage
 
 DATA = Path(__file__).resolve().parent / "data"

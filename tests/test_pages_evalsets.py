@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import ImportOutcome, evalset_import
+from evaluations.interop import SourceFile
 from evaluations.models import EvalCase, EvalSet, EvalSetSource, Membership, Project
 from tests.conftest import DATA
 

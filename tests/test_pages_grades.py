@@ -177,11 +177,12 @@ def test_queue_and_calibration_queries_do_not_grow_with_the_cases(
     for index in range(4):
         grades.grade_save(result=result(run, index), criterion="llm_judge", grader=alice, passed=index % 2 == 0)
     cache.clear()
-    # session, user, projects, role, disagreements, the sample's runs, the sample, the page's scores and grades
-    with django_assert_num_queries(9):
+    # session, user, projects, role, disagreements, the sample's runs, the sample, the page's scores,
+    # grades and results (their outputs and cases, for the context)
+    with django_assert_num_queries(10):
         page = html(alice_client.get(reverse("grading_queue")))
     assert "disagreement" in page
-    with django_assert_num_queries(8):  # the sample from the cache
+    with django_assert_num_queries(9):  # the sample from the cache
         again = html(alice_client.get(reverse("grading_queue")))
     assert again.count('data-testid="queue-item"') == page.count('data-testid="queue-item"')
     # session, user, projects, the GROUP BY

@@ -22,8 +22,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import SourceFile
 from evaluations.models import CaseResult, EvaluationConfig, Membership, Project, Run, Score
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
@@ -215,7 +215,7 @@ def test_a_traced_run_shows_the_per_node_table(acme: Project, alice_client: Clie
 def test_the_run_page_renders_three_charts_with_plotly_served_locally(regressed: Run, alice_client: Client) -> None:
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
     assert page.count('class="plotly-graph-div"') == 3
-    assert f'<script src="/static/{plotly_bundle()}">' in page
+    assert f'<meta name="evalsite-plotly" content="/static/{plotly_bundle()}">' in page  # fetched by figures.js
     assert "cdn.plot.ly" not in page
     assert "Score distribution per criterion" in page and "Latency per result" in page and "Pass rate by tag" in page
 
@@ -263,7 +263,7 @@ def test_the_cases_table_lists_every_result_with_scores_status_and_the_agents_an
 ) -> None:
     page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
     assert rows_of(page)[:3] == ["weather_tokyo", "weather_paris_followup", "flight_search_lis"]
-    tokyo = page.split(">weather_tokyo</a>", 1)[1].split("</tr>", 1)[0]
+    tokyo = page.split('id="results-table"', 1)[1].split(">weather_tokyo</a>", 1)[1].split("</tr>", 1)[0]
     assert '<span class="st st-failed">✗ failed</span>' in tokyo
     assert 'score-fail">0.00' in tokyo
     assert "It is 22°C and clear in Tokyo." in tokyo
@@ -370,8 +370,9 @@ def test_the_run_page_makes_as_many_queries_for_300_cases_as_for_5(
     # session, user, run; then for the page: projects, role, the run's history (the chart
     # GROUP BYs ran once, on the first view of the finished run); then page and scores (no
     # count: an unfiltered table's count is the run's cases_total); and the default baseline
-    # (like for like, else the latest: two queries with none).
-    expected = 5 if htmx else 10
+    # (like for like, else the latest: two queries with none); and the run's causes (whether
+    # they are grouped, then the first of them).
+    expected = 5 if htmx else 12
     with django_assert_num_queries(expected):
         alice_client.get(reverse("run_detail", args=[large.pk]) + "?sort=-score.trajectory_match", **headers)
 
@@ -449,18 +450,37 @@ def test_a_member_cancels_a_running_run(acme: Project, alice_client: Client) -> 
     assert f'action="{reverse("run_cancel", args=[run.pk])}"' not in after
 
 
-def test_a_member_retries_only_the_failed_results(regressed: Run, alice_client: Client,
+def test_a_member_retries_only_the_failed_results(acme: Project, alice_client: Client,
                                                    django_capture_on_commit_callbacks: Any) -> None:
-    page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
-    assert "Retry failed (2)" in page
+    # An agent that is asked again can answer differently: its run offers the retry.
+    run = runs.run_create(project=acme, version=import_demo(acme), target_kind="python", enqueue=False,
+                          target={"callable": "evaluations.demo.agent:respond",
+                                  "metadata": {"faults": {"wrong_argument": True, "rate": 1.0}}})
+    run = runs.run_execute_here(run.pk)
+    failed = run.cases_failed + run.cases_errored
+    assert failed > 0
+    page = html(alice_client.get(reverse("run_detail", args=[run.pk])))
+    assert f"Retry failed ({failed})" in page and 'data-testid="no-retry"' not in page
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        response = alice_client.post(reverse("run_retry", args=[regressed.pk]))
+        response = alice_client.post(reverse("run_retry", args=[run.pk]))
     assert response.status_code == 302
     assert len(callbacks) == 1  # queued once the transaction commits
-    regressed.refresh_from_db()
-    assert regressed.status == Run.Status.QUEUED
-    assert CaseResult.objects.filter(run=regressed, status="pending").count() == 2
-    assert "Retrying 2 failed or errored results." in html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+    assert CaseResult.objects.filter(run=run, status="pending").count() == failed
+    assert f"Retrying {failed} failed or errored results." in html(alice_client.get(reverse("run_detail",
+                                                                                        args=[run.pk])))
+
+
+def test_uploaded_outputs_are_not_offered_a_retry_that_cannot_change_them(regressed: Run, alice_client: Client,
+                                                                          carol_client: Client) -> None:
+    page = html(alice_client.get(reverse("run_detail", args=[regressed.pk])))
+    assert "Retry failed" not in page.split('data-testid="no-retry"')[0]  # no button
+    assert f'action="{reverse("run_retry", args=[regressed.pk])}"' not in page
+    note = page.split('data-testid="no-retry">', 1)[1].split("</p>", 1)[0]
+    assert "this run scored uploaded outputs, and the same outputs score the same again" in note
+    assert 'href="/runs/new/"' in note
+    assert 'data-testid="no-retry"' not in html(carol_client.get(reverse("run_detail", args=[regressed.pk])))
 
 
 def test_a_run_without_failures_offers_no_retry(acme: Project, alice_client: Client) -> None:
@@ -492,7 +512,8 @@ def listed(client: Client, query: str = "") -> list[str]:
 
 def test_the_runs_list_shows_newest_first_with_pass_rate_and_labels(three_runs: list[Run],
                                                                     alice_client: Client) -> None:
-    assert listed(alice_client) == ["third", "second", "first"]
+    # grouped by eval set (newest activity first), each eval set's default branch first
+    assert listed(alice_client) == ["third", "first", "second"]
     page = html(alice_client.get(reverse("run_list")))
     second = page.split(">second</a>", 1)[1].split("</tr>", 1)[0]
     assert "75% <span class=\"muted\">n=8</span>" in second
@@ -520,7 +541,7 @@ def test_the_runs_list_filters_by_eval_set_and_date(three_runs: list[Run], alice
     today = timezone.now().date()
     assert listed(alice_client, f"from={today.isoformat()}") == ["third", "second"]
     assert listed(alice_client, f"to={(today - timedelta(days=5)).isoformat()}") == ["first"]
-    assert listed(alice_client, "from=not-a-date") == ["third", "second", "first"]
+    assert listed(alice_client, "from=not-a-date") == ["third", "first", "second"]
 
 
 def test_the_runs_list_keeps_its_filters_in_the_form_and_serves_an_htmx_fragment(
@@ -550,7 +571,7 @@ def test_the_runs_list_makes_a_fixed_number_of_queries(acme: Project, alice_clie
         Run.objects.create(project=acme, evalset_version=version, name=f"r{i}", target_kind="uploaded",
                            summary={"latency": {"p95": 1.0}})
     alice_client.get(reverse("run_list"))
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(10):  # + the page's eval sets' branches and pinned baselines (default first)
         alice_client.get(reverse("run_list"))
 
 
@@ -808,7 +829,8 @@ def test_home_shows_each_eval_sets_latest_run_with_its_pass_rate_change_and_spar
     uploaded_run(acme, regressed_outputs(), version=version, name="newer", labels={"model": "gpt-x"})
     generated_version(acme, 3, eval_set_id="never_run")
     page = html(alice_client.get(reverse("home")))
-    row = page.split("Demo travel agent</a>", 1)[1].split("</tr>", 1)[0]
+    block = page.split('<span class="home-set-name">Demo travel agent</span>', 1)[1]
+    row = block.split('data-branch=""', 1)[1].split("</tr>", 1)[0]
     assert ">newer</a>" in row and ">older</a>" not in row
     assert "75% <span class=\"muted\">n=8</span>" in row
     assert "▼ -25 pt" in row
@@ -848,7 +870,7 @@ def test_home_makes_a_fixed_number_of_queries(acme: Project, alice_client: Clien
                            status=Run.Status.COMPLETED if i % 2 else Run.Status.RUNNING, cases_total=8,
                            cases_done=8)
     alice_client.get(reverse("home"))
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(10):  # + the branches (one GROUP BY), the pinned baselines' branches, the monitors
         alice_client.get(reverse("home"))
 
 

@@ -61,11 +61,15 @@ def test_the_trend_charts_every_completed_run_oldest_first(pair: tuple[Run, Run]
     assert "The last 2 completed runs, oldest first" in page  # the queued run is left out
     for testid in ("pass-rate-trend", "latency-trend", "heatmap"):
         assert f'data-testid="{testid}"' in page
-    chart = page.split('data-testid="pass-rate-trend"', 1)[1].split("</script>", 1)[0]
-    # on a date axis, when each run was made; a line per model (agent-v1, agent-v2)
-    assert f'"x":["{baseline.created_at.isoformat()}"],"y":[1.0]' in chart
-    assert f'"x":["{candidate.created_at.isoformat()}"],"y":[0.75]' in chart
-    assert '"type":"date"' in chart
+    chart = page.split('data-testid="pass-rate-trend"', 1)[1].split("</details>", 1)[0]
+    # drawn by the server (no plotly.js for the first screen), on a date axis: a point per run,
+    # a line per model (agent-v1, agent-v2)
+    assert "plotly-figure" not in chart and '<svg class="svg-chart"' in chart and ">run date</text>" in chart
+    titles = re.findall(r"<title>([^<]*)</title>", chart.split('<div class="svg-wide">', 1)[0])
+    assert len(titles) == 2 and titles[0].endswith("pass rate 100.0%") and titles[1].endswith("pass rate 75.0%")
+    # and the exact values in its data table, with when each run was made
+    assert f"<td>{baseline.created_at.isoformat()}</td><td>1</td>" in chart
+    assert f"<td>{candidate.created_at.isoformat()}</td><td>0.75</td>" in chart
 
 
 def test_the_heatmap_shows_where_each_failing_case_started_failing(pair: tuple[Run, Run], acme: Project,
@@ -82,8 +86,8 @@ def test_the_heatmap_shows_where_each_failing_case_started_failing(pair: tuple[R
     assert re.search(r"weather_tokyo</a></td>.*?<td class=\"num\">2</td>", failing, re.S)  # failing for two runs
     # the row opens the case in the latest run, against the run before it
     now = CaseResult.objects.get(run=still, case__eval_id="weather_tokyo")
-    assert (f'<a href="{reverse("run_case", args=[still.pk, now.pk])}?baseline={candidate.pk}&amp;status=all">'
-            "weather_tokyo</a>") in failing
+    assert (f'<a href="{reverse("run_case", args=[still.pk, now.pk])}?baseline={candidate.pk}&amp;status=all" '
+            'class="eid">weather_tokyo</a>') in failing
     # and every heatmap cell carries its drill-down for a click
     heatmap = page.split('data-testid="heatmap"', 1)[1].split("</script>", 1)[0]
     assert "data-click-open" in page.split('data-testid="heatmap"', 1)[0][-80:]
@@ -107,8 +111,9 @@ def test_cases_are_paginated_and_the_query_count_does_not_grow(count: int, acme:
     alice_client.get(url)  # the session learns the project
     # session, user, projects, eval set, the branches and models (for the filters), runs (with
     # their version's case count), one page of case ids (from the version's cases, not distinct
-    # over every run's results), their case rows, their results
-    with django_assert_num_queries(9) as captured:
+    # over every run's results), their case rows, their results; and the latest run's causes:
+    # which runs of its branch have causes, its causes, and which of those runs have them
+    with django_assert_num_queries(12) as captured:
         page = html(alice_client.get(url))
     assert f"Cases 1\u2013{min(count, 50)} of {count}" in page
     if count > 50:
@@ -131,9 +136,10 @@ def test_the_trend_has_a_line_per_branch_and_model_and_filters_them(acme: Projec
     main = make_run(acme, version, perfect_outputs(), labels={"branch": "main", "model": "m1"})
     canary = make_run(acme, version, regressed_outputs(), labels={"branch": "feat/x", "model": "m2"})
     page = html(alice_client.get(trend_url(version)))
-    chart = page.split('data-testid="pass-rate-trend"', 1)[1].split("</script>", 1)[0]
-    assert '"name":"main \\u00b7 m1"' in chart or '"name":"main · m1"' in chart
-    assert chart.count('"mode":"lines+markers"') == 2  # two lines, not one zigzag
+    chart = page.split('data-testid="pass-rate-trend"', 1)[1].split('<div class="svg-wide">', 1)[0]
+    assert "<li>" in chart and "main · m1</li>" in chart and "feat/x · m2</li>" in chart  # the legend
+    # two series in two colours (one point each), not one zigzag line
+    assert len(set(re.findall(r'<circle cx="[^"]+" cy="[^"]+" r="4" fill="([^"]+)"', chart))) == 2
     assert '<option value="feat/x">feat/x</option>' in page
     only = html(alice_client.get(trend_url(version) + "?branch=main"))
     assert "The last 1 completed run, oldest first" in only

@@ -247,7 +247,7 @@ def test_the_review_queue_shows_only_the_current_project(pair: tuple[Run, Run], 
 
 def test_the_nav_links_to_the_review_queue(alice_client: Client) -> None:
     page = html(alice_client.get(reverse("review_queue")))
-    assert f'<a href="{reverse("review_queue")}" aria-current="page">Review</a>' in page
+    assert f'<a href="{reverse("review_queue")}" aria-current="page">Review <span hx-get="{reverse("review_count")}"' in page
 
 
 def _queue_queries(client: Client, tab: str) -> int:

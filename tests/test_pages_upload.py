@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from evaluations.evalsets.formats import reader_names
+from evaluations.interop import reader_names
 from evaluations.models import EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Membership, Project
 from tests.conftest import DATA
 

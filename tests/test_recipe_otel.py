@@ -1,4 +1,4 @@
-"""The README's recipe "Traces from your agent", end to end: a run whose target is traces is
+"""The recipe of docs/recipes.md, "Traces from an instrumented agent", end to end: a run whose target is traces is
 created over the API of a live server on 127.0.0.1, the agent of docs/recipes/otel_agent.py,
 instrumented with the OpenTelemetry SDK, exports its traces to it over real HTTP (the SDK's
 OTLP/HTTP protobuf exporter), and a real django-q2 cluster scores the run once every case
@@ -18,7 +18,8 @@ from evaluations.accounts.tokens import token_create
 from evaluations.models import CaseResult, Project, Run, Trace
 from tests.conftest import REPO
 from tests.engine_helpers import import_demo
-from tests.test_queue_e2e import _assert_each_result_once, _wait_for, cluster  # noqa: F401 - the fixture
+from tests.queue_helpers import assert_each_result_once, wait_for
+from tests.test_queue_e2e import cluster  # noqa: F401 - the fixture
 
 
 def _recipe() -> Any:
@@ -49,9 +50,9 @@ def test_an_instrumented_agent_exports_to_evalsite_and_the_run_completes(
                            "--faults", "wrong_argument"]) == 0
     assert f"sent 8 traces for run {run_id}" in capsys.readouterr().out
 
-    _wait_for(lambda: Run.objects.get(pk=run_id).status == "completed", 120, "the cluster did not score the run")
+    wait_for(lambda: Run.objects.get(pk=run_id).status == "completed", 120, "the cluster did not score the run")
     run = Run.objects.get(pk=run_id)
-    _assert_each_result_once(run)
+    assert_each_result_once(run)
     assert run.cases_missing == 0 and run.cases_done == 8
     assert Trace.objects.filter(run=run, received=True, result__isnull=False).count() == 8
     failed = list(CaseResult.objects.filter(run=run, status="failed").select_related("case"))
@@ -87,8 +88,8 @@ def test_the_deadline_fires_on_the_cluster_and_the_rest_are_missing(
         assert post(Client(), message, token).status_code == 200
     assert Run.objects.get(pk=run.pk).status == "queued"
     # The cluster's scheduler runs the deadline task (every 30 s or so), then scores the run.
-    _wait_for(lambda: Run.objects.get(pk=run.pk).status == "completed", 150, "the deadline never settled the run")
+    wait_for(lambda: Run.objects.get(pk=run.pk).status == "completed", 150, "the deadline never settled the run")
     run = Run.objects.get(pk=run.pk)
-    _assert_each_result_once(run)
+    assert_each_result_once(run)
     assert (run.cases_done, run.cases_missing) == (5, 3)
     assert set(CaseResult.objects.filter(run=run, status="missing").values_list("error", flat=True)) == {NO_TRACE}

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from evaluations.evalsets.formats.base import EvalSetImportError, SourceFile
+from evaluations.interop.base import EvalSetImportError, SourceFile
+from evaluations.interop.results import read_results
 from evaluations.models import CaseResult, EvalSet, Project, Run, Score
-from evaluations.runs.imports import read_results, results_import
+from evaluations.runs.imports import results_import
 from evaluations.runs.services import native_case
 from tests.engine_helpers import import_demo
 
@@ -283,3 +284,30 @@ def test_deepeval_runs_saved_under_the_same_file_name_become_the_eval_sets_of_th
     single["identifier"] = "nightly/support"
     fourth = results_import(project=acme, file=SourceFile("run.json", json.dumps(single).encode()))
     assert fourth.evalset_version.evalset.eval_set_id == "nightly_support"
+
+
+ADK_WRITTEN = RESULTS / "adk-written" / "order_query.evalset_result.json"
+
+
+def test_an_eval_history_written_by_google_adk_2_13_keeps_its_informational_metrics_without_a_verdict(
+        acme: Project) -> None:
+    """A file google-adk 2.13.0 wrote itself (tests/data/results/adk-written/README.md): its
+    efficiency metrics have eval_status 4 (informational), token_usage_v1 a null score, and
+    session_details is null. They are kept as values and never pass or fail the case."""
+    doc = json.loads(ADK_WRITTEN.read_text())
+    [raw] = doc["eval_case_results"]
+    run = results_import(project=acme, file=_file(ADK_WRITTEN))
+    assert run.status == Run.Status.COMPLETED
+    scores = _scores(run, raw["eval_id"])
+    for metric in raw["overall_eval_metric_results"]:
+        stored = scores[metric["metric_name"]]
+        assert stored.raw_value == metric["score"]
+        if metric["eval_status"] == 4:
+            assert (stored.score, stored.passed) == (None, None)
+            assert stored.justification["informational"] is True
+        else:
+            assert stored.passed is (metric["eval_status"] == 1)
+    assert scores["token_usage_v1"].raw_value is None and scores["tool_call_count_v1"].raw_value == 1.5
+    result = CaseResult.objects.get(run=run)
+    assert result.status == CaseResult.Status.FAILED  # ADK's final_eval_status 2, decided by its two verdicts
+    assert run.summary["criteria"]["tool_call_count_v1"]["passed"] == 0

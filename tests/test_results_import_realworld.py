@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from evaluations.evalsets.formats.base import SourceFile
+from evaluations.interop.base import SourceFile
 from evaluations.models import CaseResult, Project, Run, Score
 from evaluations.runs.engine import native_case
 from evaluations.runs.imports import results_import

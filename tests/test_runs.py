@@ -267,8 +267,8 @@ def test_nodes_named_by_trajectories_get_aggregates_and_node_level_scores(acme: 
 @pytest.mark.django_db
 def test_a_scenario_case_is_not_runnable_without_a_simulator_and_driven_by_one_when_configured(
         acme: Project, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evaluations.evalsets.formats import SourceFile
     from evaluations.evalsets.services import evalset_import
+    from evaluations.interop import SourceFile
     from tests.conftest import REALWORLD
     from tests.llm_server import FakeLLM, reply
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluations.evalsets.formats import SourceFile, files_from_paths
-from evaluations.evalsets.formats.adk_convert import AdkConverter
 from evaluations.evalsets.services import _CASE_JSON_COLUMNS, case_content_hash, evalset_import
+from evaluations.interop import SourceFile, files_from_paths
+from evaluations.interop.adk.convert import AdkConverter
 from evaluations.models import EvalCase, Project
 from evaluations.safejson import canonical_fast, compact_encoder, dumps_fast, loads_exact
 

@@ -1,4 +1,4 @@
-"""Production settings: `manage.py check --deploy` passes with the team environment the README
+"""Production settings: `manage.py check --deploy` passes with the team environment docs/team-server.md
 documents, and names what is missing without it. (No database or broker is contacted.)"""
 
 from __future__ import annotations

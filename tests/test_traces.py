@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from evaluations.runs.traces import TraceError, apply_trace, group_by_thread, parse_otlp, span_forest, summarize
+from evaluations.interop.otel.spans import TraceError, apply_trace, group_by_thread, parse_otlp, span_forest, summarize
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput, Usage
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"

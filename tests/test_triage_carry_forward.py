@@ -89,11 +89,11 @@ def test_bulk_triage_and_counts_on_the_tabs(acme: Project, alice: Any, alice_cli
                                                                     ("order_status", "flaky")}
     page = queue(alice_client)
     assert '<span class="tab-count num">0</span>' in page.split('data-testid="tab-untriaged"', 1)[1][:120]
-    # a case the run does not have is refused, and nothing is written
+    # a case the run does not have is refused with what is wrong, and nothing is written
     response = alice_client.post(reverse("triage_bulk"), {
         "status": Triage.Status.CONFIRMED, "case": [f"{cand.pk}:{base.pk}:weather_tokyo",
-                                                    f"{cand.pk}:{base.pk}:no_such_case"]})
-    assert response.status_code == 404
+                                                    f"{cand.pk}:{base.pk}:no_such_case"]}, follow=True)
+    assert f"No case &#x27;no_such_case&#x27; in run #{cand.pk} of Acme." in response.content.decode()
     assert Triage.objects.get(eval_id="weather_tokyo").status == "flaky"
 
 

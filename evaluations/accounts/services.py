@@ -64,3 +64,47 @@ def membership_remove(*, membership: Membership, actor: Any) -> None:
 def user_find(identifier: str) -> Any:
     users = get_user_model().objects.filter(is_active=True)
     return users.filter(Q(username__iexact=identifier) | Q(email__iexact=identifier)).order_by("pk").first()
+
+
+# --- Projects -----------------------------------------------------------------------------
+
+
+def may_create_projects(user: Any) -> bool:
+    """Superusers create projects; with `EVALSITE_PROJECT_CREATORS = "everyone"` any signed-in
+    user does (and becomes the new project's admin)."""
+    from django.conf import settings
+
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return bool(user.is_superuser or getattr(settings, "EVALSITE_PROJECT_CREATORS", "superusers") == "everyone")
+
+
+class ProjectError(Exception):
+    """A project that cannot be created as asked (the message says why)."""
+
+
+@transaction.atomic
+def project_create(*, slug: str, name: str, description: str = "", actor: Any) -> Project:
+    """A new project with `actor` as its admin, recorded in its activity feed. The slug must
+    be new, archived projects' included (their URLs and API names stay theirs)."""
+    if Project.objects.filter(slug=slug).exists():
+        raise ProjectError(f"a project with the slug {slug!r} already exists")
+    project = Project.objects.create(slug=slug, name=name, description=description)
+    Membership.objects.create(project=project, user=actor, role=Membership.Role.ADMIN)
+    audit_record(project=project, actor=actor, verb=AuditEvent.Verb.PROJECT_CREATED, obj=project,
+                 summary=f"created project {name} ({slug})", data={"slug": slug, "name": name})
+    return project
+
+
+@transaction.atomic
+def project_archive(*, project: Project, actor: Any) -> None:
+    """Hide a project from everyone (pages, API, the trace receiver) and keep its data; it
+    comes back by clearing `archived_at` in Django's admin."""
+    from django.utils import timezone
+
+    if project.archived_at is not None:
+        return
+    project.archived_at = timezone.now()
+    project.save(update_fields=["archived_at"])
+    audit_record(project=project, actor=actor, verb=AuditEvent.Verb.PROJECT_ARCHIVED, obj=project,
+                 summary=f"archived project {project.name} ({project.slug})", data={"slug": project.slug})

@@ -33,3 +33,24 @@ class TokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Token realm="api"'
+
+
+class BasicAuthentication(authentication.BasicAuthentication):
+    """DRF's basic auth, authenticating against Django's request rather than DRF's wrapper:
+    django-axes marks a lockout on the request it is given, and only Django's reaches the
+    middleware that answers 429. So the failure that reaches the limit is a 429 here as it is
+    on the login form (it was a 401 here: the mark stayed on the wrapper)."""
+
+    def authenticate_credentials(self, userid: str, password: str, request: Any = None) -> tuple[Any, None]:
+        from django.conf import settings
+
+        from evaluations.accounts.twofactor import has_second_factor, second_factor_required
+
+        if settings.EVALSITE_SSO_ONLY:
+            raise exceptions.AuthenticationFailed("password sign-in is off on this server (single sign-on "
+                                                  "only): use an API token")
+        user, auth = super().authenticate_credentials(userid, password, getattr(request, "_request", request))
+        # A password alone must not pass where the login form asks for a second factor.
+        if has_second_factor(user) or second_factor_required(user):
+            raise exceptions.AuthenticationFailed("this account signs in with a second factor: use an API token")
+        return user, auth

@@ -91,7 +91,18 @@ class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
         return {"type": "apiKey", "in": "header", "name": "Authorization",
                 "description": "`Token <token>` (or `Bearer <token>`): create a token on your account page "
-                               "or with POST /api/v1/tokens/."}
+                               "or with POST /api/v1/tokens/ from a logged-in session."}
+
+
+class BasicAuthenticationScheme(OpenApiAuthenticationExtension):
+    """The schema's name for evalsite's basic auth (DRF's, with django-axes's lockout)."""
+
+    target_class = "evaluations.api.auth.BasicAuthentication"
+    name = "basicAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {"type": "http", "scheme": "basic",
+                "description": "A user's name and password; locked out after repeated failures (429)."}
 
 
 def responses(ok: Any, *errors: int, status: int = 200) -> dict[int, Any]:

@@ -12,6 +12,14 @@ criterion got worse beyond chance: more pass -> fail flips than fail -> pass, wi
 McNemar p-value of the flips below `alpha`. A handful of cases can then flip without
 failing the build, which is what a noisy agent needs; a small eval set rarely reaches
 significance, so leave `alpha` out there.
+
+**Regressions still open** (`open_regressions`): comparing with the run before keeps no
+memory, so a regressed run, once it is the next run's baseline, would make the same failures
+read "unchanged fail" and the gate pass. A case that regressed in an earlier run on the
+candidate's branch and still fails in the candidate keeps failing the gate until it passes
+again on the branch or a person accepts it: triaged "expected change" or "flaky", or a run
+that fails it pinned as the baseline (`triage.open_regressions`). With `alpha` they count as
+pass -> fail flips of the case outcome beside the candidate's own regressions.
 """
 
 from __future__ import annotations
@@ -29,9 +37,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluations.api.errors import ApiError, ErrorSerializer, problem
+from evaluations.api.serializers import CausesSerializer
 from evaluations.converters import MAX_ID
-from evaluations.models import Run
-from evaluations.review import comparison
+from evaluations.models import Run, Triage
+from evaluations.review import causes as cause_reads
+from evaluations.review import comparison, triage
 from evaluations.runs import selectors as selectors_runs
 
 DEFAULT_LIMIT = 100
@@ -84,24 +94,39 @@ def resolve_baseline(candidate: Run, ref: str | None, runs: QuerySet[Run]) -> Ru
     return baseline
 
 
-def gate(summary: dict[str, Any], alpha: float | None) -> dict[str, Any]:
-    """Did the candidate regress? See the module docstring for the rule."""
+def gate(summary: dict[str, Any], alpha: float | None, still_open: int = 0, branch: str = "") -> dict[str, Any]:
+    """Did the candidate regress? See the module docstring for the rule. `still_open` counts
+    the regressions of earlier runs on the branch that the candidate still fails
+    (`triage.open_regressions`): they keep failing the gate until fixed or accepted."""
     regressed_cases = summary["counts"].get(comparison.REGRESSED, 0)
+    where = f"on {branch}" if branch else "without a branch"
+    open_text = (f"{still_open} regression{'' if still_open == 1 else 's'} of earlier runs {where} "
+                 f"still open" if still_open else "")
     if alpha is None:
-        failed = regressed_cases > 0
-        reason = (f"{regressed_cases} case{'' if regressed_cases == 1 else 's'} regressed" if failed
+        failed = regressed_cases > 0 or still_open > 0
+        reason = (f"{regressed_cases} case{'' if regressed_cases == 1 else 's'} regressed" if regressed_cases
                   else "no case regressed")
-        return {"alpha": None, "regressed": failed, "criteria": [], "reason": reason}
+        return {"alpha": None, "regressed": failed, "criteria": [], "open_regressions": still_open,
+                "reason": reason + (f", {open_text}" if still_open else "")}
     worse = [c["name"] for c in summary["criteria"]
              if c["pass_to_fail"] > c["fail_to_pass"] and c["p_value"] < alpha]
+    # The open regressions count as pass -> fail flips of the case outcome, with this run's own.
+    improved = summary["counts"].get(comparison.IMPROVED, 0)
+    open_p = comparison.mcnemar_exact_p(regressed_cases + still_open, improved) if still_open else 1.0
+    open_worse = still_open > 0 and regressed_cases + still_open > improved and open_p < alpha
     if worse:
         reason = "significantly worse (McNemar p < {:g}): {}".format(alpha, ", ".join(
             f"{c['name']} {c['pass_to_fail']} pass->fail vs {c['fail_to_pass']} fail->pass, p={c['p_value']:.3g}"
             for c in summary["criteria"] if c["name"] in worse))
+    elif open_worse:
+        reason = (f"significantly worse (McNemar p < {alpha:g}) with the open regressions: {open_text}, "
+                  f"{regressed_cases} new, {improved} improved, p={open_p:.3g}")
     else:
         reason = (f"no criterion significantly worse at alpha {alpha:g} "
-                  f"({regressed_cases} case{'' if regressed_cases == 1 else 's'} regressed)")
-    return {"alpha": alpha, "regressed": bool(worse), "criteria": worse, "reason": reason}
+                  f"({regressed_cases} case{'' if regressed_cases == 1 else 's'} regressed"
+                  + (f", {open_text}" if still_open else "") + ")")
+    return {"alpha": alpha, "regressed": bool(worse) or open_worse, "criteria": worse,
+            "open_regressions": still_open, "reason": reason}
 
 
 def verdict(summary: dict[str, Any], gated: dict[str, Any]) -> str:
@@ -147,13 +172,23 @@ def _cases(summary: dict[str, Any], status: str, limit: int, scores: dict[str, d
     return {"count": len(matching), "results": results}
 
 
+def _open(found: list[triage.OpenRegression], limit: int, absolute: Any) -> dict[str, Any]:
+    return {"count": len(found), "results": [{
+        "eval_id": item.eval_id, "regressed_in": item.regressed_in, "regressed_against": item.regressed_against,
+        "candidate_outcome": item.candidate_outcome, "triage": item.triage,
+        "compare_url": absolute(reverse("compare") + "?" + urlencode(
+            {"baseline": item.regressed_against, "candidate": item.regressed_in})),
+    } for item in found[:limit]]}
+
+
 def comparison_payload(*, baseline: Run, candidate: Run, alpha: float | None = None, limit: int = DEFAULT_LIMIT,
                        absolute: Any = None) -> dict[str, Any]:
     """The API's comparison body. `absolute` turns a site path into a URL (the request's
     `build_absolute_uri`); without it links stay paths (local mode)."""
     absolute = absolute or (lambda path: path)
     summary = comparison.comparison_get(baseline=baseline, candidate=candidate)
-    gated = gate(summary, alpha)
+    still_open = triage.open_regressions(baseline=baseline, candidate=candidate, cases=summary["cases"])
+    gated = gate(summary, alpha, len(still_open), candidate.branch)
     scores = {c["name"]: comparison.scores_by_case(summary, c["name"]) for c in summary["criteria"]}
     indices = {id(case): i for i, case in enumerate(summary["cases"])}
     latency = summary["latency"]
@@ -181,10 +216,23 @@ def comparison_payload(*, baseline: Run, candidate: Run, alpha: float | None = N
         "tags": summary["tags"],
         "regressions": _cases(summary, comparison.REGRESSED, limit, scores, indices, baseline, candidate, absolute),
         "improvements": _cases(summary, comparison.IMPROVED, limit, scores, indices, baseline, candidate, absolute),
+        "open_regressions": _open(still_open, limit, absolute),
         "confidence": summary["confidence"],
         "resamples": summary["resamples"],
         "compare_url": absolute(compare_path),
+        "causes": causes_payload(cause_reads.compared_causes(baseline=baseline, candidate=candidate,
+                                                             limit=CAUSES_LIMIT)),
     }
+
+
+CAUSES_LIMIT = 50
+
+
+def causes_payload(found: cause_reads.RunCauses | None) -> dict[str, Any] | None:
+    """A run's or a comparison's causes as the API gives them (None while a run is going)."""
+    if found is None:
+        return None
+    return {"failing_cases": found.failing_cases, "total": found.total, "items": [row.as_dict() for row in found.rows]}
 
 
 # --- Shapes, for the schema ----------------------------------------------------------------------
@@ -223,6 +271,9 @@ class GateSerializer(serializers.Serializer):
     regressed = serializers.BooleanField(help_text="what `manage.py eval --fail-on-regression` fails on")
     criteria = serializers.ListField(child=serializers.CharField(),
                                      help_text="criteria significantly worse at `alpha` (empty without it)")
+    open_regressions = serializers.IntegerField(
+        help_text="regressions of earlier runs on the candidate's branch that it still fails (see "
+                  "`open_regressions`); without `alpha` any of them fails the gate")
     reason = serializers.CharField()
 
 
@@ -234,12 +285,15 @@ class CriterionDeltaSerializer(serializers.Serializer):
     delta = serializers.FloatField(allow_null=True, help_text="mean of the paired deltas (candidate - baseline)")
     ci_low = serializers.FloatField(allow_null=True)
     ci_high = serializers.FloatField(allow_null=True)
-    verdict = serializers.CharField(help_text="likely real / could be noise / no change / not enough data")
+    verdict = serializers.CharField(help_text="likely real / not distinguishable from chance across N cases / "
+                                    "too few cases to call (n = N; 6 or more needed) / no change / "
+                                    "not enough data (evaluations/review/verdict.py)")
     judged = serializers.IntegerField()
     pass_to_fail = serializers.IntegerField()
     fail_to_pass = serializers.IntegerField()
     p_value = serializers.FloatField(help_text="exact McNemar test of the pass/fail flips")
-    flips_verdict = serializers.CharField()
+    flips_verdict = serializers.CharField(help_text="likely real / not distinguishable from chance across N cases / "
+                                          "too few cases to call (...) / no flips")
 
 
 class LatencyStatsSerializer(serializers.Serializer):
@@ -288,6 +342,21 @@ class CompareCaseSerializer(serializers.Serializer):
     url = serializers.URLField(allow_null=True, help_text="the case's drill-down page")
 
 
+class OpenRegressionSerializer(serializers.Serializer):
+    eval_id = serializers.CharField()
+    regressed_in = serializers.IntegerField(help_text="the earlier run on the branch the regression landed in")
+    regressed_against = serializers.IntegerField(help_text="the baseline it regressed against there")
+    candidate_outcome = serializers.ChoiceField(choices=OUTCOMES, help_text="the case in the candidate")
+    triage = serializers.ChoiceField(choices=Triage.Status.choices, allow_null=True,
+                                     help_text="its triage on the branch (open or confirmed: not accepted)")
+    compare_url = serializers.URLField(help_text="the comparison it regressed in")
+
+
+class OpenRegressionListSerializer(serializers.Serializer):
+    count = serializers.IntegerField(help_text="all of them; `results` holds the first `limit`")
+    results = OpenRegressionSerializer(many=True)
+
+
 class CaseListSerializer(serializers.Serializer):
     count = serializers.IntegerField(help_text="all such cases; `results` holds the first `limit`")
     results = CompareCaseSerializer(many=True)
@@ -312,9 +381,16 @@ class ComparisonSerializer(serializers.Serializer):
     tags = TagPassRateSerializer(many=True)
     regressions = CaseListSerializer()
     improvements = CaseListSerializer()
+    open_regressions = OpenRegressionListSerializer(
+        help_text="cases that regressed in an earlier run on the candidate's branch and still fail in the "
+                  "candidate, neither fixed since nor accepted (triaged expected or flaky, or failing in the "
+                  "pinned run): they keep failing the gate though the baseline fails them too")
     confidence = serializers.FloatField()
     resamples = serializers.IntegerField()
     compare_url = serializers.URLField(help_text="the compare page")
+    causes = CausesSerializer(allow_null=True, help_text="the candidate's failures grouped by cause, each new, "
+                                                         "grown, shrunk or the same against the baseline's, then "
+                                                         "the baseline's that are gone; null while a run is going")
 
 
 ERRORS = {
@@ -337,7 +413,10 @@ class CompareView(APIView):
             "pages.\n\n"
             "`gate` is what `manage.py eval --fail-on-regression` fails on: without `alpha`, any regressed "
             "case (passed in the baseline, fails or errors in the candidate); with `alpha`, only a criterion "
-            "with more pass -> fail than fail -> pass flips at McNemar p < `alpha`.\n\n"
+            "with more pass -> fail than fail -> pass flips at McNemar p < `alpha`. Regressions that landed in "
+            "earlier runs on the candidate's branch and that it still fails (`open_regressions`) keep failing the "
+            "gate until the case passes again or someone accepts it (triage: expected change or flaky; or pin a "
+            "baseline that fails it).\n\n"
             "Both runs must be of the same eval set (400 `not_comparable`); 400 `no_baseline` when there is "
             "no baseline to compare with."
         ),

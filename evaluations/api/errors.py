@@ -21,7 +21,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
-from evaluations.evalsets.formats import EvalSetImportError
+from evaluations.interop import EvalSetImportError
 
 log = logging.getLogger("evalsite.api")
 

@@ -164,6 +164,7 @@ class GradingQueue(GenericAPIView):
             criterion=params.get("criterion", ""),
             judge_model=params.get("judge_model"),
             prompt_version=None if version is None else ("" if version == "-" else version),
+            kind=params.get("kind", ""),
         )
         page = grades.queue_page(scope, user=request.user, page=params["page"])
         body = {
@@ -184,6 +185,9 @@ class GradingQueue(GenericAPIView):
                     "automatic_passed": item.auto_passed,
                     "automatic_score": item.auto_score,
                     "output": item.line,
+                    "turns": grades.item_turns(item.source),
+                    "justification": item.source.justification if item.source else None,
+                    "score_error": item.source.score_error if item.source else "",
                     "grades": [
                         {
                             "grader": g.grader,

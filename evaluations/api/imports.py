@@ -18,7 +18,7 @@ from evaluations.api.errors import WRITE_ERRORS, error_responses
 from evaluations.api.parsers import MultiPartParser
 from evaluations.api.serializers import ResultsImportResultSerializer, ResultsImportSerializer, RunSerializer
 from evaluations.audit import record_run
-from evaluations.evalsets.formats import SourceFile, check_size
+from evaluations.interop import SourceFile, check_size
 from evaluations.models import AuditEvent, EvalSet, Project
 from evaluations.runs import services as runs
 from evaluations.runs.imports import results_import, run_rescore
@@ -37,8 +37,9 @@ class ResultsImport(APIView):
         summary="Import another tool's results as a completed run",
         description="Multipart: one `file` part, a results file of ADK (`.adk/eval_history/*.evalset_result.json`), "
                     "DeepEval / Confident AI (a test run with `testCases` or `conversationalTestCases`), AgentFlow "
-                    "(`EvalReport`) or UiPath (`uipath eval --output-file`). The other tool's scores, thresholds, "
-                    "pass/fail and reasons are kept under its metric names (`evaluator` is `imported:<tool>`). "
+                    "(`EvalReport`), UiPath (`uipath eval --output-file`) or Inspect AI (an eval log, `.eval` or "
+                    "`.json`). The other tool's scores, thresholds, pass/fail and reasons are kept under its metric "
+                    "names (`evaluator` is `imported:<tool>`). "
                     "A bad file is a 400 naming the file, case, field path and line; nothing is written.",
         request={"multipart/form-data": ResultsImportSerializer},
         responses={201: ResultsImportResultSerializer, **error_responses(*WRITE_ERRORS)},

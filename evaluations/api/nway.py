@@ -1,8 +1,10 @@
 """Several runs compared through the API: the `/compare/runs/` page's numbers, as JSON.
 
 `GET /api/v1/compare/runs/?runs=1,4,7,9[&reference=<id>][&criterion=][&sort=disagreement|case][&page=]`
+`GET /api/v1/evalsets/<id>/leaderboard/[?criterion=][&branch=][&model=][&axis=cost|latency]`
 
-The computation is `evaluations.review.nway` (the page's); this module only reshapes it.
+The computation is `evaluations.review.nway` (the page's); the leaderboard's is
+`evaluations.review.leaderboard`; this module only reshapes them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.http import Http404
+from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -18,8 +21,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluations.api.errors import ApiError, ErrorSerializer, problem
-from evaluations.models import Run
+from evaluations.api.common import query
+from evaluations.api.errors import ApiError, ErrorSerializer, error_responses, problem
+from evaluations.models import EvalSet, Run
+from evaluations.review import leaderboard as leaderboards
 from evaluations.review import nway
 from evaluations.review.selectors import run_label
 from evaluations.runs.selectors import runs_visible_to
@@ -182,3 +187,77 @@ class NwayCompareView(APIView):
             "page_url": request.build_absolute_uri(reverse("nway_compare") + "?" + urlencode(base)),
             "csv_url": request.build_absolute_uri(reverse("nway_csv") + "?" + urlencode(base)),
         })
+
+
+# --- An eval set's leaderboard ---------------------------------------------------------------
+
+
+class LeaderboardQuerySerializer(serializers.Serializer):
+    criterion = serializers.CharField(required=False, default="", max_length=200,
+                                      help_text="the criterion ranked by (default: the one the runs differ most on)")
+    branch = serializers.CharField(required=False, default="", max_length=255, help_text="only this branch")
+    model = serializers.CharField(required=False, default="", max_length=200, help_text="only this model")
+    axis = serializers.ChoiceField(choices=list(leaderboards.AXES), default="cost",
+                                   help_text="what the Pareto front weighs quality against")
+
+
+class LeaderboardEntrySerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    label = serializers.CharField()
+    model = serializers.CharField()
+    branch = serializers.CharField()
+    git_commit = serializers.CharField()
+    config = serializers.CharField(help_text="short hash of the run's evaluation config")
+    finished_at = serializers.DateTimeField(allow_null=True)
+    rank = serializers.IntegerField(allow_null=True, help_text="equal means share a rank; null: no mean")
+    n = serializers.IntegerField(allow_null=True, help_text="scores averaged")
+    mean = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True, help_text="95% interval of the mean")
+    ci_high = serializers.FloatField(allow_null=True)
+    cost_usd = serializers.FloatField(allow_null=True)
+    latency_p95 = serializers.FloatField(allow_null=True, help_text="seconds")
+    pareto = serializers.BooleanField(help_text="on the Pareto front of the mean against `axis`")
+    url = serializers.URLField(help_text="the run's page")
+
+
+class LeaderboardSerializer(serializers.Serializer):
+    evalset = serializers.IntegerField()
+    criterion = serializers.CharField(allow_blank=True, help_text="the criterion ranked by")
+    criteria = serializers.ListField(child=serializers.CharField())
+    axis = serializers.ChoiceField(choices=list(leaderboards.AXES))
+    branches = serializers.ListField(child=serializers.CharField(), help_text="the filter's choices")
+    models = serializers.ListField(child=serializers.CharField())
+    entries = LeaderboardEntrySerializer(many=True)
+    page_url = serializers.URLField(help_text="the leaderboard page")
+
+
+class Leaderboard(APIView):
+    @extend_schema(
+        operation_id="evalset_leaderboard",
+        summary="An eval set's leaderboard",
+        description="The leaderboard page's numbers: the latest completed run per model, branch and evaluation "
+                    "config, ranked by one criterion's mean (with its 95% interval), cost and p95 latency beside "
+                    "it, and which runs are on the Pareto front of quality against cost or latency.",
+        parameters=[LeaderboardQuerySerializer],
+        responses={200: LeaderboardSerializer, **error_responses(400, 401, 403, 404, 429)},
+        tags=["comparisons"],
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        params = query(LeaderboardQuerySerializer, request)
+        evalset = get_object_or_404(EvalSet.objects.visible_to(request.user), pk=pk)
+        board = leaderboards.leaderboard(evalset, criterion=params.get("criterion", ""),
+                                         branch=params.get("branch", ""), model=params.get("model", ""),
+                                         axis=params.get("axis", "cost"))
+        absolute = request.build_absolute_uri
+        entries = [{
+            "run": e.run.pk, "label": run_label(e.run), "model": e.run.model, "branch": e.run.branch,
+            "git_commit": e.run.git_commit, "config": e.config, "finished_at": e.run.finished_at, "rank": e.rank,
+            "n": e.mean.n if e.mean else None, "mean": e.mean.mean if e.mean else None,
+            "ci_low": e.mean.low if e.mean else None, "ci_high": e.mean.high if e.mean else None,
+            "cost_usd": e.cost_usd, "latency_p95": e.p95, "pareto": e.pareto,
+            "url": absolute(reverse("run_detail", args=[e.run.pk])),
+        } for e in board.entries]
+        page = reverse("evalset_leaderboard", args=[evalset.pk])
+        return Response({"evalset": evalset.pk, "criterion": board.criterion, "criteria": board.criteria,
+                         "axis": board.axis, "branches": board.branches, "models": board.models,
+                         "entries": entries, "page_url": absolute(page)})

@@ -11,16 +11,19 @@ some spans were not taken (and why). What the statuses mean to an exporter (OTLP
 - 401 / 403: no valid token; not a member or admin of the project; a trace naming another
   project's run (nothing is stored);
 - 413: over EVALSITE_OTLP_MAX_BODY_BYTES as sent, or EVALSITE_OTLP_MAX_DECOMPRESSED_BYTES
-  inflated (read in bounded memory: a gzip bomb stops at the limit);
-- 429 with Retry-After: the token sent more than EVALSITE_OTLP_SPANS_PER_MINUTE spans this
-  minute, or this process already has EVALSITE_OTLP_MAX_INFLIGHT requests in hand, or the
-  database is busy; the exporter retries after that many seconds.
+  inflated (read in bounded memory: a gzip bomb stops at the limit), or more spans in one
+  request than EVALSITE_OTLP_SPANS_PER_MINUTE (it could never be taken: send smaller ones);
+- 429 with Retry-After: these spans would take the token past EVALSITE_OTLP_SPANS_PER_MINUTE
+  this minute (a refused request is not charged), or this process already has
+  EVALSITE_OTLP_MAX_INFLIGHT requests in hand, or the database is busy; the exporter retries
+  after that many seconds.
 
 Errors are a `google.rpc.Status` (protobuf, or its JSON for JSON requests), as OTLP asks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -29,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import OperationalError
+from django.db import OperationalError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from google.protobuf import json_format
@@ -37,9 +40,11 @@ from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from evaluations.accounts.tokens import token_from_header, user_for_token
-from evaluations.ingest.otlp import PayloadError, TooLarge, inflate, max_body, parse_request, rows_of, traces_store
+from evaluations.ingest.otlp import traces_store
 from evaluations.ingest.runs import RunRefused
+from evaluations.interop.otel.otlp import PayloadError, TooLarge, inflate, max_body, parse_request, rows_of
 from evaluations.models import Membership, Project
+from evaluations.monitors.queue import traces_arrived
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +78,8 @@ def _status(request: HttpRequest, http: int, code: int, message: str, retry_afte
 
 def _project(user: Any, slug: str) -> Project | str:
     """The project the spans go to (one the user may write to), or why there is none."""
-    writable = (
-        Project.objects.all()
-        if user.is_superuser
-        else Project.objects.filter(memberships__user=user, memberships__role__in=_WRITERS)
-    )
+    live = Project.objects.filter(archived_at__isnull=True)  # an archived project takes nothing
+    writable = live if user.is_superuser else live.filter(memberships__user=user, memberships__role__in=_WRITERS)
     if slug:
         project = writable.filter(slug=slug).first()
         return project if project is not None else f"no project {slug!r} that you may send traces to"
@@ -87,23 +89,46 @@ def _project(user: Any, slug: str) -> Project | str:
     return projects[0]
 
 
-def _over_rate(token_pk: int, spans: int) -> int | None:
-    """Seconds until the token may send again, when these spans would pass its per-minute
-    budget (a fixed one-minute window in the cache), else None."""
-    limit = settings.EVALSITE_OTLP_SPANS_PER_MINUTE
-    if not limit:
-        return None
-    now = time.time()
-    window = int(now // 60)
-    key = f"otlp-rate:{token_pk}:{window}"
+def _rate_key(token_pk: int, now: float) -> str:
+    return f"otlp-rate:{token_pk}:{int(now // 60)}"
+
+
+def _incr(key: str, spans: int) -> int:
+    """The window's count after adding `spans`. A window not in the cache starts at 0; a
+    cache that is away (evaluations/cache.py makes every read a miss) starts the count again
+    on each request, as the cache's contract says, instead of failing the request."""
     try:
-        used = cache.incr(key, spans)
-    except ValueError:  # a new window
+        return int(cache.incr(key, spans))
+    except ValueError:  # a new window, or the cache is away
         cache.add(key, 0, timeout=120)
-        used = cache.incr(key, spans)
-    if used > limit:
-        return max(1, math.ceil((window + 1) * 60 - now))
-    return None
+        try:
+            return int(cache.incr(key, spans))
+        except ValueError:  # away: nothing to count with
+            return spans
+
+
+def _refund(key: str, spans: int) -> None:
+    """Give back spans charged to a request that was then refused: a refused request costs
+    the token nothing."""
+    if not spans:
+        return
+    with contextlib.suppress(ValueError):  # the window ended (or the cache is away): nothing to give back
+        cache.decr(key, spans)
+
+
+def _over_rate(token_pk: int, spans: int) -> tuple[int | None, str]:
+    """Charge these spans to the token's per-minute budget (a fixed one-minute window in the
+    cache): (None, key) when they fit, else (seconds until the next window, key) with
+    nothing charged."""
+    limit = settings.EVALSITE_OTLP_SPANS_PER_MINUTE
+    now = time.time()
+    key = _rate_key(token_pk, now)
+    if not limit:
+        return None, key
+    if _incr(key, spans) > limit:
+        _refund(key, spans)
+        return max(1, math.ceil((int(now // 60) + 1) * 60 - now)), key
+    return None, key
 
 
 @csrf_exempt
@@ -121,14 +146,10 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
     project = _project(user, slug.strip())
     if isinstance(project, str):
         return _status(request, 403, _PERMISSION_DENIED, project)
-    if _over_rate(user.token_pk, 0) is not None:  # already over: refuse before reading the body
-        return _status(
-            request,
-            429,
-            _RESOURCE_EXHAUSTED,
-            "this token sent too many spans this minute",
-            retry_after=_over_rate(user.token_pk, 0),
-        )
+    wait, _ = _over_rate(user.token_pk, 0)
+    if wait is not None:  # already over: refuse before reading the body
+        return _status(request, 429, _RESOURCE_EXHAUSTED, "this token sent too many spans this minute",
+                       retry_after=wait)
     with _inflight_lock:
         if _inflight >= settings.EVALSITE_OTLP_MAX_INFLIGHT:
             busy = True
@@ -163,26 +184,40 @@ def _receive(request: HttpRequest, project: Project, token_pk: int) -> HttpRespo
         del body
         message = parse_request(data, request.META.get("CONTENT_TYPE", ""))
         del data
-        batch = rows_of(message)
     except TooLarge as exc:
         return _status(request, 413, _INVALID_ARGUMENT, str(exc))
     except PayloadError as exc:
         return _status(request, 400, _INVALID_ARGUMENT, str(exc))
-    wait = _over_rate(token_pk, batch.span_count)
+    # The rate before the spans are read into rows (the costly step: seconds at a million
+    # spans), from the count the decoded message already has.
+    spans = sum(len(scope.spans) for resource in message.resource_spans for scope in resource.scope_spans)
+    limit = settings.EVALSITE_OTLP_SPANS_PER_MINUTE
+    if limit and spans > limit:  # can never fit in a minute: retrying would not help (413, not 429)
+        return _status(request, 413, _INVALID_ARGUMENT,
+                       f"{spans} spans in one request: more than this token may send in a minute ({limit}, "
+                       "EVALSITE_OTLP_SPANS_PER_MINUTE); send them in smaller batches")
+    wait, key = _over_rate(token_pk, spans)
     if wait is not None:
         return _status(
             request,
             429,
             _RESOURCE_EXHAUSTED,
-            f"this token sent more than {settings.EVALSITE_OTLP_SPANS_PER_MINUTE} spans this minute "
-            "(EVALSITE_OTLP_SPANS_PER_MINUTE)",
+            f"this token sent more than {limit} spans this minute (EVALSITE_OTLP_SPANS_PER_MINUTE)",
             retry_after=wait,
         )
     try:
-        stored = traces_store(project=project, batch=batch)
+        batch = rows_of(message)
+        with transaction.atomic():  # the traces and their scoring task (ORM broker) commit together
+            stored = traces_store(project=project, batch=batch)
+            traces_arrived(project.pk, list(stored.trace_pks.values()))  # the monitors score them on the queue
+    except PayloadError as exc:
+        _refund(key, spans)
+        return _status(request, 400, _INVALID_ARGUMENT, str(exc))
     except RunRefused as exc:
+        _refund(key, spans)
         return _status(request, 403, _PERMISSION_DENIED, str(exc))
     except OperationalError as exc:  # SQLite's "database is locked" under load: ask to come back
+        _refund(key, spans)
         log.warning("OTLP ingest: the database is busy (%s)", exc)
         return _status(request, 429, _RESOURCE_EXHAUSTED, "the database is busy: retry shortly", retry_after=1)
     answer = ExportTraceServiceResponse()

@@ -16,7 +16,7 @@ from rest_framework.exceptions import ParseError
 
 from evaluations import safejson
 from evaluations.api.errors import ApiError, problem
-from evaluations.evalsets.formats import max_upload_bytes
+from evaluations.interop import max_upload_bytes
 
 
 def _too_large(size: int | None, limit: int) -> ApiError:

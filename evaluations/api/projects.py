@@ -14,25 +14,29 @@ from django.db.models import OuterRef, QuerySet, Subquery, Value
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
-from rest_framework.exceptions import ValidationError
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.generics import GenericAPIView, ListAPIView, ListCreateAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from evaluations.accounts.tokens import token_create, token_revoke
-from evaluations.api.common import require_admin, responses, visible_projects
+from evaluations.api.common import query, require_admin, responses, visible_projects
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
 from evaluations.api.serializers import (
+    ActivityQuery,
     EventSerializer,
     MemberAddSerializer,
     MemberChangeSerializer,
     MemberSerializer,
     NewTokenSerializer,
+    ProjectCreateSerializer,
     ProjectSerializer,
     RevokedSerializer,
     TokenCreateSerializer,
     TokenSerializer,
 )
+from evaluations.audit import ActivityFilters
 from evaluations.models import ApiToken, AuditEvent, Membership, Project
 
 
@@ -48,13 +52,49 @@ def _project(request: Request, slug: str) -> Project:
     return get_object_or_404(_projects(request), slug=slug)
 
 
-@extend_schema_view(get=extend_schema(summary="Your projects, with your role in each",
-                                      responses=responses(ProjectSerializer(many=True), *READ_ERRORS)))
-class ProjectList(ListAPIView):
+@extend_schema_view(
+    get=extend_schema(summary="Your projects, with your role in each",
+                      responses=responses(ProjectSerializer(many=True), *READ_ERRORS)),
+    post=extend_schema(summary="Create a project (superusers, or everyone signed in with "
+                               "EVALSITE_PROJECT_CREATORS=everyone); you become its admin",
+                       request=ProjectCreateSerializer,
+                       responses=responses(ProjectSerializer, *WRITE_ERRORS, status=201)),
+)
+class ProjectList(ListCreateAPIView):
     serializer_class = ProjectSerializer
 
     def get_queryset(self) -> QuerySet[Project]:
         return _projects(self.request)
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        from evaluations.accounts.services import ProjectError, may_create_projects, project_create
+
+        if not may_create_projects(request.user):
+            raise PermissionDenied("only superusers create projects here (EVALSITE_PROJECT_CREATORS)")
+        form = ProjectCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            project = project_create(actor=request.user, **form.validated_data)
+        except ProjectError as exc:
+            raise ValidationError({"slug": [str(exc)]}) from None
+        return Response(ProjectSerializer(_project(request, project.slug)).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema_view(post=extend_schema(
+    summary="Archive a project (project admins): hidden from everyone, its data kept",
+    description="The project disappears from every page, the API and the trace receiver; nothing is deleted. "
+                "Django's admin brings it back (clear `archived_at`).",
+    request=None, responses={204: None, **error_responses(*WRITE_ERRORS)}))
+class ProjectArchive(GenericAPIView):
+    serializer_class = ProjectSerializer
+
+    def post(self, request: Request, slug: str) -> Response:
+        from evaluations.accounts.services import project_archive
+
+        project = _project(request, slug)
+        require_admin(request, project, "archive a project")
+        project_archive(project=project, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 @extend_schema_view(get=extend_schema(summary="One project", responses=responses(ProjectSerializer, *READ_ERRORS)))
@@ -140,14 +180,20 @@ class MemberDetail(GenericAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema_view(get=extend_schema(summary="A project's activity feed, newest first",
+@extend_schema_view(get=extend_schema(summary="A project's activity feed, newest first, filtered by person, case, "
+                                              "branch, kind and dates", parameters=[ActivityQuery],
                                       responses=responses(EventSerializer(many=True), *READ_ERRORS)))
 class ProjectActivity(ListAPIView):
     serializer_class = EventSerializer
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
         project = _project(self.request, self.kwargs["slug"])
-        return AuditEvent.objects.filter(project=project).select_related("actor").order_by("-created_at", "-pk")
+        params = query(ActivityQuery, self.request)
+        filters = ActivityFilters(actor=params.get("actor", ""), eval_id=params.get("eval_id", ""),
+                                  branch=params.get("branch"), kind=params.get("kind", ""),
+                                  date_from=params.get("date_from"), date_to=params.get("date_to"))
+        return filters.apply(AuditEvent.objects.filter(project=project)).select_related("actor").order_by(
+            "-created_at", "-pk")
 
 
 # --- API tokens ---------------------------------------------------------------------------------
@@ -161,6 +207,8 @@ def _tokens(request: Request) -> QuerySet[ApiToken]:
     get=extend_schema(summary="Your API tokens (never the secrets)",
                       responses=responses(TokenSerializer(many=True), *READ_ERRORS)),
     post=extend_schema(summary="Create an API token: the response holds the secret, this once",
+                       description="Only from a logged-in session with its CSRF token: a token (or a "
+                                   "password as Basic auth) cannot create tokens (403).",
                        request=TokenCreateSerializer, responses=responses(NewTokenSerializer, *WRITE_ERRORS,
                                                                           status=201)),
 )
@@ -171,6 +219,12 @@ class TokenList(ListCreateAPIView):
         return _tokens(self.request)
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # Only a logged-in session (whose DRF class checks the CSRF token) mints tokens: a token
+        # that could mint another would outlive its own revocation, and a password sent as Basic
+        # auth is a script's credential, not a person at the account page.
+        if not isinstance(request.successful_authenticator, SessionAuthentication):
+            raise PermissionDenied("API tokens are created from a logged-in session (the account page), "
+                                   "not with a token or a password")
         form = TokenCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         new = token_create(user=request.user, name=form.validated_data["name"].strip())

@@ -37,24 +37,27 @@ from evaluations.api.common import (
     visible_projects,
 )
 from evaluations.api.common import visible_runs as _visible_runs
-from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
+from evaluations.api.compare import CAUSES_LIMIT, causes_payload
+from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_responses
 from evaluations.api.serializers import (
     CaseResultDetailSerializer,
     CaseResultSerializer,
+    DeletedSerializer,
     EvaluationConfigCreateSerializer,
     EvaluationConfigSerializer,
     PinSerializer,
     ResultQuery,
     RetrySerializer,
+    RunCausesSerializer,
     RunCreateSerializer,
     RunQuery,
     RunSerializer,
     RunSummarySerializer,
 )
 from evaluations.audit import record_run
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile, check_size
-from evaluations.evalsets.formats.adk import eval_config_from_doc
 from evaluations.ingest.runs import traces_run_create
+from evaluations.interop import EvalSetImportError, SourceFile, check_size
+from evaluations.interop.adk.evalset import eval_config_from_doc
 from evaluations.models import (
     AuditEvent,
     CaseResult,
@@ -68,6 +71,7 @@ from evaluations.models import (
     ToolUsage,
     Trace,
 )
+from evaluations.review.causes import run_causes
 from evaluations.runs import exports, selectors
 from evaluations.runs import services as runs
 from evaluations.schemas.evalset import EvalConfig
@@ -93,7 +97,7 @@ class RunRows:
 
     def __init__(self, user: Any, *, pk: int | None = None, project: str | None = None, evalset: int | None = None,
                  status: str | None = None) -> None:
-        where: list[str] = []
+        where: list[str] = ["p.archived_at IS NULL"]  # an archived project's runs are nobody's
         self.params: list[Any] = []
         if not user.is_authenticated:
             where.append("1 = 0")
@@ -264,7 +268,7 @@ def _decode_form_json(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _outputs(inline: list[dict[str, Any]] | None, upload: Any) -> list[AgentOutput]:
-    from evaluations.runs.targets.uploaded import read_outputs
+    from evaluations.interop.outputs import read_outputs
 
     if upload is not None:
         check_size(upload.name, upload.size)
@@ -284,10 +288,28 @@ def _run_or_404(request: Request, pk: int) -> Run:
                                                                   "created_by"), pk=pk)
 
 
-@extend_schema_view(get=extend_schema(summary="One run: status, progress, labels",
-                                      responses=responses(RunSerializer, *READ_ERRORS)))
+@extend_schema_view(
+    get=extend_schema(summary="One run: status, progress, labels", responses=responses(RunSerializer, *READ_ERRORS)),
+    delete=extend_schema(summary="Delete a finished run and everything of it (project admins)",
+                         description="Its results, scores, comparisons (and the triage decided in them), grades and "
+                                     "received traces, in batches that never hold the database for long; recorded "
+                                     "in the activity feed. A run still going is a 409: cancel it first.",
+                         responses=responses(DeletedSerializer, *WRITE_ERRORS, 409)),
+)
 class RunDetail(RetrieveAPIView):
     serializer_class = RunSerializer
+
+    def delete(self, request: Request, pk: int) -> Response:
+        from evaluations.review.deletion import run_delete
+
+        run = _run_or_404(request, pk)
+        require_admin(request, run.project, "delete runs")
+        results = run.cases_total
+        try:
+            rows = run_delete(run=run, actor=request.user, via="the API")
+        except ValueError as exc:
+            raise ApiError(409, "conflict", str(exc)) from None
+        return Response({"runs": 1, "results": results, "versions": 0, "rows": rows})
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         found = RunRows(request.user, pk=kwargs["pk"])[0:1]
@@ -297,6 +319,19 @@ class RunDetail(RetrieveAPIView):
 
     def get_queryset(self) -> Any:  # for the OpenAPI schema
         return visible_runs(self.request).select_related("project", "evalset_version", "created_by")
+
+
+class RunCauses(APIView):
+    @extend_schema(summary="A run's failures grouped by cause, most cases first",
+                   description="Each failing (case, criterion) has a cause signature read from the tool-call "
+                               "diff, the answer, errors and limits; near-identical failures share one. "
+                               "Grouped when the run finishes (`final` is false, and `items` empty, until then).",
+                   responses=responses(RunCausesSerializer, *READ_ERRORS))
+    def get(self, request: Request, pk: int) -> Response:
+        run = _run_or_404(request, pk)
+        found = causes_payload(run_causes(run, limit=CAUSES_LIMIT)) if run.is_finished else None
+        return Response({"run": run.pk, "final": run.is_finished,
+                         **(found or {"failing_cases": 0, "total": 0, "items": []})})
 
 
 class RunCancel(APIView):
@@ -447,7 +482,7 @@ def _output(result: CaseResult) -> AgentOutput | None:
     except PydanticValidationError:
         return None
     if output.trace:
-        from evaluations.runs.traces import apply_trace
+        from evaluations.interop.otel.spans import apply_trace
 
         with contextlib.suppress(Exception):  # a broken trace was reported when the run scored it
             output = apply_trace(output)

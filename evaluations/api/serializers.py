@@ -67,11 +67,15 @@ class EvalSetSerializer(serializers.ModelSerializer):
                   "latest_version", "baseline_run"]
 
 
+class EvalSetRenameSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=255, help_text="the eval set's new name")
+
+
 class EvalCaseSerializer(serializers.ModelSerializer):
     class Meta:
         model = EvalCase
         fields = [
-            "id", "position", "eval_id", "name", "tags", "metadata", "session_input", "conversation",
+            "id", "position", "eval_id", "name", "description", "tags", "metadata", "session_input", "conversation",
             "conversation_scenario", "rubrics", "criteria", "turn_count", "tool_call_count",
         ]
 
@@ -569,6 +573,17 @@ class TriageSerializer(serializers.ModelSerializer):
                   "created_at", "updated_at", "updated_by", "comment_count"]
 
 
+class HistoryEntrySerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    actor = serializers.CharField(allow_blank=True, help_text="a username; '' when evalsite closed it (passed again)")
+    kind = serializers.ChoiceField(choices=[("change", "change"), ("comment", "comment")])
+    change = serializers.CharField(help_text="`status open → confirmed, assignee none → bob`, or `commented`")
+    summary = serializers.CharField()
+    before = serializers.DictField()
+    after = serializers.DictField()
+    comment_id = serializers.IntegerField(allow_null=True)
+
+
 class TriageQuery(serializers.Serializer):
     project = serializers.SlugField(required=False)
     candidate = id_field(required=False)
@@ -646,6 +661,22 @@ class ReviewQuery(serializers.Serializer):
     tab = serializers.ChoiceField(choices=[("assigned", "assigned"), ("untriaged", "untriaged")],
                                   required=False, default="assigned")
     page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, default=1)
+    evalset = id_field(required=False)
+    branch = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    criterion = serializers.CharField(required=False, max_length=100, help_text="untriaged: its score dropped")
+    assignee = serializers.CharField(required=False, max_length=150,
+                                     help_text="a username or `none`; on the assigned tab, whose (default: yours)")
+    state = serializers.ChoiceField(choices=[("open", "open"), ("all", "all")], required=False, default="open",
+                                    help_text="assigned tab: open cases only (default), or all")
+
+
+class ActivityQuery(serializers.Serializer):
+    actor = serializers.CharField(required=False, max_length=150, help_text="a username, or `system`")
+    eval_id = serializers.CharField(required=False, max_length=255)
+    branch = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    kind = serializers.CharField(required=False, max_length=32, help_text="a verb (`triage.changed`) or family")
+    date_from = serializers.DateField(required=False, help_text="YYYY-MM-DD, included")
+    date_to = serializers.DateField(required=False, help_text="YYYY-MM-DD, included")
 
 
 # --- Human grades, the grading queue, judge calibration ----------------------------------------
@@ -697,6 +728,11 @@ class GradingQueueQuery(serializers.Serializer):
     judge_model = serializers.CharField(required=False, max_length=200)
     prompt_version = serializers.CharField(required=False, max_length=64, help_text="`-` for none recorded")
     page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, default=1)
+    kind = serializers.ChoiceField(
+        choices=[("llm", "LLM-judged only"), ("deterministic", "deterministic only")],
+        required=False,
+        help_text="`llm`: the criteria an LLM judge scored (what the calibration counts); `deterministic`: the others",
+    )
 
 
 class GradeRowSerializer(serializers.Serializer):
@@ -704,6 +740,16 @@ class GradeRowSerializer(serializers.Serializer):
     verdict = serializers.CharField()
     score = serializers.FloatField(allow_null=True)
     note = serializers.CharField()
+
+
+class GradingTurnSerializer(serializers.Serializer):
+    user = serializers.CharField(allow_null=True, help_text="the user's message; null for a turn nothing expected")
+    expected_response = serializers.CharField(allow_null=True)
+    actual_response = serializers.CharField(allow_null=True)
+    tool_calls = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="the step-aligned calls counted by kind: matched, args_differ, missing, unexpected",
+    )
 
 
 class GradingQueueItemSerializer(serializers.Serializer):
@@ -718,6 +764,9 @@ class GradingQueueItemSerializer(serializers.Serializer):
     automatic_passed = serializers.BooleanField(allow_null=True)
     automatic_score = serializers.FloatField(allow_null=True)
     output = serializers.CharField(help_text="the first turn's final response, on one line")
+    turns = GradingTurnSerializer(many=True, help_text="what the item is graded against, turn by turn")
+    justification = serializers.JSONField(allow_null=True, help_text="the automatic score's justification")
+    score_error = serializers.CharField(help_text="why the evaluator could not score, if it could not")
     grades = GradeRowSerializer(many=True)
     url = serializers.CharField(help_text="the result's drill-down page")
 
@@ -768,6 +817,19 @@ class ProjectSerializer(serializers.ModelSerializer):
     class Meta:
         model = Project
         fields = ["id", "slug", "name", "description", "created_at", "role"]
+
+
+class ProjectCreateSerializer(serializers.Serializer):
+    slug = serializers.SlugField(max_length=64, help_text="the project's name in URLs and the API")
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True, default="", max_length=10_000)
+
+
+class DeletedSerializer(serializers.Serializer):
+    runs = serializers.IntegerField(help_text="runs deleted")
+    results = serializers.IntegerField(help_text="their results")
+    versions = serializers.IntegerField(help_text="eval-set versions deleted (0 for a run)")
+    rows = serializers.IntegerField(help_text="database rows deleted, everything included")
 
 
 class MemberSerializer(serializers.ModelSerializer):
@@ -850,6 +912,8 @@ class TraceQuery(serializers.Serializer):
                                    help_text="run: traces that named a run's case; none: the others")
     run = id_field(required=False, help_text="only traces of this run")
     thread = serializers.CharField(required=False, max_length=200, help_text="a session / conversation id")
+    end_user = serializers.CharField(required=False, max_length=200, help_text="an end user (enduser.id / user.id)")
+    environment = serializers.CharField(required=False, max_length=100, help_text="deployment.environment")
 
 
 class ReceivedTraceSerializer(serializers.Serializer):
@@ -867,6 +931,8 @@ class ReceivedTraceSerializer(serializers.Serializer):
     start_ns = serializers.IntegerField(allow_null=True)
     end_ns = serializers.IntegerField(allow_null=True)
     duration_seconds = serializers.FloatField(allow_null=True)
+    end_user = serializers.CharField(help_text="enduser.id / user.id, when the trace named one")
+    environment = serializers.CharField(help_text="deployment.environment, when the trace named one")
 
 
 class ReceivedSpanSerializer(serializers.Serializer):
@@ -884,3 +950,35 @@ class ReceivedSpanSerializer(serializers.Serializer):
 class ReceivedTraceDetailSerializer(ReceivedTraceSerializer):
     resource = serializers.DictField()
     spans = ReceivedSpanSerializer(many=True, help_text="in tree order, at most 400")
+
+
+class CauseExampleSerializer(serializers.Serializer):
+    eval_id = serializers.CharField()
+    result_id = serializers.IntegerField(allow_null=True, help_text="the example's result (its drill-down)")
+    run_id = serializers.IntegerField(help_text="whose result: the baseline's for a gone cause")
+    detail = serializers.CharField(help_text="the example's own line, values and all")
+
+
+class CauseSerializer(serializers.Serializer):
+    id = serializers.IntegerField(allow_null=True, help_text="the cause's id: `?cause=` on the pages")
+    signature = serializers.CharField(help_text="what near-identical failures share: tools, argument paths, "
+                                                "kinds of change, normalised messages")
+    kind = serializers.CharField()
+    cases = serializers.IntegerField(help_text="cases it hit (0 for a gone cause)")
+    share = serializers.FloatField(help_text="of the run's failing cases")
+    criteria = serializers.ListField(child=serializers.CharField(), help_text="criteria it failed")
+    example = CauseExampleSerializer()
+    change = serializers.ChoiceField(choices=["new", "grown", "shrunk", "same", "gone"], required=False,
+                                     help_text="on a comparison: against the baseline's causes")
+    baseline_cases = serializers.IntegerField(allow_null=True, required=False)
+
+
+class CausesSerializer(serializers.Serializer):
+    failing_cases = serializers.IntegerField()
+    total = serializers.IntegerField(help_text="causes in all; `items` lists the first ones, most cases first")
+    items = CauseSerializer(many=True)
+
+
+class RunCausesSerializer(CausesSerializer):
+    run = serializers.IntegerField()
+    final = serializers.BooleanField(help_text="false while the run is going: its causes are grouped when it ends")

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from evaluations.api.common import project_named, query, responses
 from evaluations.api.errors import READ_ERRORS
+from evaluations.api.pagination import CappedCountPagination
 from evaluations.api.serializers import ReceivedTraceDetailSerializer, ReceivedTraceSerializer, TraceQuery
 from evaluations.ingest import selectors
 from evaluations.models import Project
@@ -27,6 +28,7 @@ def _project(request: Request, slug: str | None) -> Project:
 
 class TraceList(ListAPIView):
     serializer_class = ReceivedTraceSerializer
+    pagination_class = CappedCountPagination
 
     @extend_schema(
         summary="List a project's received traces, newest first",

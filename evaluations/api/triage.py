@@ -27,6 +27,7 @@ from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS
 from evaluations.api.serializers import (
     CommentCreateSerializer,
     CommentSerializer,
+    HistoryEntrySerializer,
     QueuePageSerializer,
     ReviewQuery,
     TriageChangeSerializer,
@@ -169,6 +170,21 @@ class TriageComments(ListCreateAPIView):
         return Response(CommentSerializer(comment).data, status=status.HTTP_201_CREATED)
 
 
+class TriageHistory(GenericAPIView):
+    """Every change of a case's decision and every comment on it, with who and when."""
+
+    serializer_class = HistoryEntrySerializer
+    pagination_class = None
+
+    @extend_schema(summary="A triaged case's history: each status or assignee change and each comment, oldest "
+                           "first, with who and when", responses=responses(HistoryEntrySerializer(many=True),
+                                                                           *READ_ERRORS))
+    def get(self, request: Request, pk: int) -> Response:
+        entries = services.case_history(_triage(request, pk))
+        return Response(HistoryEntrySerializer([{**e.__dict__, "change": e.change} for e in entries],
+                                               many=True).data)
+
+
 class ReviewQueue(GenericAPIView):
     """The review page's two tabs: cases assigned to you, and untriaged regressions of the
     latest comparisons."""
@@ -185,10 +201,14 @@ class ReviewQueue(GenericAPIView):
                                    else projects.order_by("name", "pk").first())
         if project is None:
             return Response({"count": 0, "page": 1, "num_pages": 1, "results": []})
+        filters = services.QueueFilters(
+            evalset=params.get("evalset"), branch=params.get("branch"),
+            criterion=params.get("criterion", "") if params["tab"] == "untriaged" else "",
+            assignee=params.get("assignee", ""), state=params["state"])
         if params["tab"] == "assigned":
-            page = services.assigned_to(user=request.user, project=project, page=params["page"])
+            page = services.assigned_to(user=request.user, project=project, page=params["page"], filters=filters)
         else:
-            page = services.untriaged_regressions(project=project, page=params["page"])
+            page = services.untriaged_regressions(project=project, page=params["page"], filters=filters)
         body = {"count": page.count, "page": page.number, "num_pages": page.num_pages,
                 "results": [row.__dict__ for row in page.rows]}
         return Response(QueuePageSerializer(body).data)

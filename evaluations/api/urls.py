@@ -1,7 +1,22 @@
 from django.urls import path, register_converter
 
 from evaluations.api import common as _schema_extensions  # noqa: F401 - registers the token auth scheme
-from evaluations.api import compare, curation, grades, imports, metrics, nway, projects, runs, traces, triage, views
+from evaluations.api import (
+    compare,
+    curation,
+    grades,
+    imports,
+    metrics,
+    monitors,
+    notify,
+    nway,
+    projects,
+    runs,
+    signins,
+    traces,
+    triage,
+    views,
+)
 from evaluations.converters import IdConverter
 
 # `<id:pk>`: an integer of at most 18 digits (a longer one is a 404, not a database overflow).
@@ -20,8 +35,11 @@ urlpatterns = [
          name="api_evalset_version_native"),
     path("evalsets/<id:pk>/versions/<id:number>/export/", views.VersionExport.as_view(),
          name="api_evalset_version_export"),
+    path("evalsets/<id:pk>/versions/<id:number>/outputs-skeleton/", views.VersionOutputsSkeleton.as_view(),
+         name="api_evalset_version_outputs_skeleton"),
     path("evalsets/<id:pk>/versions/<id:number>/original/", views.VersionOriginal.as_view(),
          name="api_evalset_version_original"),
+    path("evalsets/<id:pk>/leaderboard/", nway.Leaderboard.as_view(), name="api_evalset_leaderboard"),
     path("evalsets/<id:pk>/trend/", views.EvalSetTrend.as_view(), name="api_evalset_trend"),
     path("cases/<id:pk>/", views.EvalCaseDetail.as_view(), name="api_case"),
     path("runs/", runs.RunListCreate.as_view(), name="api_runs"),
@@ -39,6 +57,7 @@ urlpatterns = [
     path("runs/<id:pk>/metrics/results/", metrics.RunMetricResults.as_view(), name="api_run_metric_results"),
     path("runs/<id:pk>/wide/", metrics.RunWideTable.as_view(), name="api_run_wide"),
     path("runs/<id:pk>/summary/", runs.RunSummary.as_view(), name="api_run_summary"),
+    path("runs/<id:pk>/causes/", runs.RunCauses.as_view(), name="api_run_causes"),
     path("runs/<id:pk>/results/<id:result_pk>/", runs.RunResultDetail.as_view(), name="api_run_result"),
     path("runs/<id:pk>/pin/", runs.RunPin.as_view(), name="api_run_pin"),
     path("configs/", runs.EvaluationConfigList.as_view(), name="api_configs"),
@@ -48,6 +67,7 @@ urlpatterns = [
     path("triage/", triage.TriageList.as_view(), name="api_triage"),
     path("triage/<id:pk>/", triage.TriageDetail.as_view(), name="api_triage_detail"),
     path("triage/<id:pk>/comments/", triage.TriageComments.as_view(), name="api_triage_comments"),
+    path("triage/<id:pk>/history/", triage.TriageHistory.as_view(), name="api_triage_history"),
     path("review/", triage.ReviewQueue.as_view(), name="api_review"),
     path("grades/", grades.GradeList.as_view(), name="api_grades"),
     path("grades/<id:pk>/", grades.GradeDetail.as_view(), name="api_grade"),
@@ -57,9 +77,32 @@ urlpatterns = [
     path("projects/<slug:slug>/", projects.ProjectDetail.as_view(), name="api_project"),
     path("projects/<slug:slug>/members/", projects.MemberList.as_view(), name="api_project_members"),
     path("projects/<slug:slug>/members/<id:pk>/", projects.MemberDetail.as_view(), name="api_project_member"),
+    path("projects/<slug:slug>/archive/", projects.ProjectArchive.as_view(), name="api_project_archive"),
     path("projects/<slug:slug>/activity/", projects.ProjectActivity.as_view(), name="api_project_activity"),
     path("tokens/", projects.TokenList.as_view(), name="api_tokens"),
     path("tokens/<id:pk>/revoke/", projects.TokenRevoke.as_view(), name="api_token_revoke"),
     path("compare/", compare.CompareView.as_view(), name="api_compare"),
     path("compare/runs/", nway.NwayCompareView.as_view(), name="api_compare_runs"),
+    # Notifications (issue 32)
+    path("projects/<slug:slug>/notify/channels/", notify.ChannelList.as_view(), name="api_notify_channels"),
+    path("projects/<slug:slug>/notify/channels/<id:pk>/", notify.ChannelDetail.as_view(), name="api_notify_channel"),
+    path("projects/<slug:slug>/notify/channels/<id:pk>/log/", notify.ChannelLog.as_view(),
+         name="api_notify_channel_log"),
+    path("projects/<slug:slug>/notify/channels/<id:pk>/test/", notify.ChannelTest.as_view(),
+         name="api_notify_channel_test"),
+    path("projects/<slug:slug>/notify/channels/<id:pk>/resume/", notify.ChannelResume.as_view(),
+         name="api_notify_channel_resume"),
+    path("projects/<slug:slug>/notify/rules/", notify.RuleList.as_view(), name="api_notify_rules"),
+    path("projects/<slug:slug>/notify/rules/<id:pk>/", notify.RuleDetail.as_view(), name="api_notify_rule"),
+    path("notifications/", notify.NotificationList.as_view(), name="api_notifications"),
+    # Issue 34
+    path("signins/", signins.SigninLog.as_view(), name="api_signins"),
+    # Online evaluation (issue 31)
+    path("monitors/", monitors.MonitorList.as_view(), name="api_monitors"),
+    path("monitors/<id:pk>/", monitors.MonitorDetail.as_view(), name="api_monitor"),
+    path("monitors/<id:pk>/stats/", monitors.MonitorStats.as_view(), name="api_monitor_stats"),
+    path("monitors/<id:pk>/failing/", monitors.MonitorFailing.as_view(), name="api_monitor_failing"),
+    path("monitors/<id:pk>/backfill/", monitors.MonitorBackfill.as_view(), name="api_monitor_backfill"),
+    path("threads/", monitors.ThreadList.as_view(), name="api_threads"),
+    path("projects/<slug:slug>/retention/", monitors.ProjectRetention.as_view(), name="api_project_retention"),
 ]

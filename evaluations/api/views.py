@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -20,20 +21,24 @@ from rest_framework.views import APIView
 
 from evaluations.api.common import (
     BinaryRenderer,
+    CsvRenderer,
     DownloadView,
     download_renderers,
     project_named,
     query,
+    require_admin,
     responses,
     streamed,
 )
-from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
+from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_responses, problem
 from evaluations.api.parsers import MultiPartParser
 from evaluations.api.serializers import (
+    DeletedSerializer,
     EvalCaseDetailSerializer,
     EvalCaseQuery,
     EvalCaseSerializer,
     EvalSetQuery,
+    EvalSetRenameSerializer,
     EvalSetSerializer,
     EvalSetUploadSerializer,
     EvalSetVersionSerializer,
@@ -42,10 +47,10 @@ from evaluations.api.serializers import (
     TrendQuery,
     TrendSerializer,
 )
-from evaluations.audit import record_uploads
+from evaluations.audit import record_rename, record_uploads
 from evaluations.evalsets import exports, selectors
-from evaluations.evalsets.formats import SourceFile, check_size
-from evaluations.evalsets.services import evalset_import
+from evaluations.evalsets.services import RenameError, evalset_import, evalset_rename
+from evaluations.interop import SourceFile, check_size
 from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project, Run
 from evaluations.review import comparison
 from evaluations.runs.exports import version_native_chunks
@@ -78,7 +83,8 @@ class EvalSetListCreate(ListAPIView):
 
     @extend_schema(
         summary="Upload an eval set",
-        description="Multipart: one or more `file` parts (JSON, JSONL, CSV, or a zip), any format evalsite reads. "
+        description="Multipart: one or more `file` parts (JSON, JSONL, CSV, an Inspect AI `.eval` log, or a zip), "
+                    "any format evalsite reads. "
                     "201 when a new version was created, 200 when identical content already was one.",
         request={"multipart/form-data": EvalSetUploadSerializer},
         responses={201: ImportResultSerializer, 200: ImportResultSerializer, **error_responses(*WRITE_ERRORS)},
@@ -120,6 +126,50 @@ class EvalSetDetail(RetrieveAPIView):
         return EvalSet.objects.visible_to(self.request.user).select_related("project", "latest_version",
                                                                            "latest_version__created_by")
 
+    @extend_schema(summary="Delete an eval set with its versions and runs (project admins)",
+                   description="Every version and case, every run of it with its results, comparisons, grades and "
+                               "traces, and its triage, in batches that never hold the database for long; "
+                               "recorded in the activity feed. While one of its runs is still going: a 409.",
+                   responses=responses(DeletedSerializer, *WRITE_ERRORS, 409))
+    def delete(self, request: Request, pk: int) -> Response:
+        from evaluations.review.deletion import evalset_delete, evalset_deletion_counts
+
+        evalset = _evalset(request, pk)
+        require_admin(request, evalset.project, "delete eval sets")
+        counts = evalset_deletion_counts(evalset)
+        try:
+            rows = evalset_delete(evalset=evalset, actor=request.user, via="the API")
+        except ValueError as exc:
+            raise ApiError(409, "conflict", str(exc)) from None
+        return Response({"runs": counts.runs, "results": counts.results, "versions": counts.versions, "rows": rows})
+
+    @extend_schema(
+        summary="Rename an eval set",
+        description="`{\"name\": \"...\"}`: the name people read (1 to 255 characters). Uploads still match the "
+        "eval set by its `eval_set_id`, its versions stay as they are, and the old name is kept in the "
+        "activity feed (`evalset.renamed`). Members and admins only.",
+        request=EvalSetRenameSerializer,
+        responses=responses(EvalSetSerializer, *WRITE_ERRORS),
+    )
+    def patch(self, request: Request, pk: int) -> Response:
+        evalset = self.get_object()
+        if not evalset.project.can_write(request.user):
+            raise PermissionDenied("viewers cannot rename eval sets")
+        data = request.data if isinstance(request.data, dict) else {}
+        extra = sorted(set(data) - {"name"})
+        if extra or not isinstance(data.get("name"), str):
+            problems = [problem("only the name can be changed here", key) for key in extra] or [
+                problem("give the new name as a string", "name")]
+            raise ApiError(400, "invalid", "the eval set was not renamed", problems)
+        try:
+            with transaction.atomic():
+                before = evalset_rename(evalset=evalset, name=data["name"])
+                if before is not None:
+                    record_rename(evalset=evalset, actor=request.user, before=before, via="the API")
+        except RenameError as exc:
+            raise ApiError(400, "invalid", "the eval set was not renamed", [problem(str(exc), "name")]) from None
+        return Response(EvalSetSerializer(self.get_queryset().get(pk=evalset.pk)).data)
+
 
 def _evalset(request: Request, pk: int) -> EvalSet:
     return get_object_or_404(EvalSet.objects.visible_to(request.user).select_related("project"), pk=pk)
@@ -160,6 +210,29 @@ class VersionNative(DownloadView):
         version = _version(request, pk, number)
         return streamed(version_native_chunks(version), "application/json",
                         f"{version.evalset.pk}-v{version.number}.evalset.json")
+
+
+class JsonLinesRenderer(CsvRenderer):
+    media_type = "application/x-ndjson"
+    format = "jsonl"
+
+
+class VersionOutputsSkeleton(DownloadView):
+    """The outputs file to fill in for an uploaded-outputs run of this version."""
+
+    renderer_classes = download_renderers(JsonLinesRenderer)
+
+    @extend_schema(summary="Download the outputs skeleton of a version (JSON lines to fill in)",
+                   description="One line per case: its `eval_id`, `iteration` 0, and per turn its `invocation_id`, "
+                               "the user's message in `metadata.user` (evaluation ignores it) and an empty "
+                               "`final_response` and `tool_calls` to fill in. It uploads as outputs as it is.",
+                   responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR,
+                                                                            description="JSON lines"),
+                              **error_responses(*READ_ERRORS)})
+    def get(self, request: Request, pk: int, number: int) -> Any:
+        version = _version(request, pk, number)
+        return streamed(selectors.outputs_skeleton_lines(version), "application/x-ndjson",
+                        selectors.outputs_skeleton_filename(version))
 
 
 class VersionExport(DownloadView):

@@ -15,10 +15,17 @@ from typing import Any
 
 from django.http import QueryDict
 
+from evaluations import safejson
 from evaluations.evalsets.curation import Problem
 from evaluations.schemas.evalset import MessageContent
 
 MAX_TURNS = 200
+# How deep each JSON field sits in the edit the form sends on (the API's body shape, measured
+# there against safejson.MAX_DEPTH): body > changes > change > case > metadata, rubrics, and
+# the case itself; conversation > turn > expected tool calls two levels further in. A field
+# within its share keeps the eval set's native export re-importable.
+CASE_LEVEL = 4
+TURN_FIELD_LEVEL = CASE_LEVEL + 2
 
 
 @dataclass
@@ -79,11 +86,20 @@ def _calls_text(calls: Any) -> str:
     return json.dumps(shown, ensure_ascii=False, indent=2) if shown else ""
 
 
-def _load_json(text: str, default: Any, where: str, problems: list[Problem]) -> Any:
+def _load_json(text: str, default: Any, where: str, problems: list[Problem], *, level: int = CASE_LEVEL) -> Any:
+    """The field's JSON, or `default` and a problem: invalid, or nested deeper than its share
+    of the API's limit (measured before parsing, so no depth can exhaust the stack)."""
     if not text.strip():
         return default
+    limit = safejson.MAX_DEPTH - level
     try:
+        safejson.check_depth(text, limit)
         return json.loads(text)
+    except safejson.TooDeep as exc:
+        problems.append(Problem(where, f"nested more than {limit} levels deep at line {exc.lineno}, column "
+                                       f"{exc.colno}: an eval set holds at most {safejson.MAX_DEPTH} levels, "
+                                       f"and this field starts {level} levels in"))
+        return default
     except json.JSONDecodeError as exc:
         problems.append(Problem(where, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"))
         return default
@@ -92,7 +108,7 @@ def _load_json(text: str, default: Any, where: str, problems: list[Problem]) -> 
 def case_from_post(post: QueryDict) -> tuple[dict[str, Any], CaseFields, list[Problem]]:
     """The case dict the form describes, the fields as typed (to show again), and problems."""
     problems: list[Problem] = []
-    original = _load_json(post.get("original", ""), {}, "original", problems)
+    original = _load_json(post.get("original", ""), {}, "original", problems, level=CASE_LEVEL - 1)
     if not isinstance(original, dict):
         original = {}
     old_turns = original.get("conversation") or []
@@ -134,7 +150,8 @@ def case_from_post(post: QueryDict) -> tuple[dict[str, Any], CaseFields, list[Pr
         if not (structured_expected and expected == old_expected):
             turn["expected_final_response"] = {"role": "model", "content": expected} if expected.strip() else None
         if tools.strip() != _calls_text(old.get("expected_tool_trajectory")).strip():
-            turn["expected_tool_trajectory"] = _load_json(tools, [], f"turn {i + 1} · expected tool calls", problems)
+            turn["expected_tool_trajectory"] = _load_json(tools, [], f"turn {i + 1} · expected tool calls", problems,
+                                                          level=TURN_FIELD_LEVEL)
         conversation.append(turn)
     case["conversation"] = conversation
     return case, typed, problems

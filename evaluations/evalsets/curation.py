@@ -23,7 +23,6 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from evaluations.bulk import insert_rows
-from evaluations.evalsets.formats.base import format_path
 from evaluations.evalsets.services import (
     _CASE_COLUMNS,
     _CASE_JSON_COLUMNS,
@@ -32,8 +31,10 @@ from evaluations.evalsets.services import (
     case_content_hash,
     version_content_hash,
 )
+from evaluations.interop.base import format_path
 from evaluations.models import OPEN_VERSION, EvalCase, EvalSet, EvalSetVersion
 from evaluations.schemas.curation import (
+    READ_ONLY_CASE_FIELDS,
     DeleteCases,
     DuplicateCase,
     MoveCases,
@@ -47,6 +48,7 @@ from evaluations.schemas.evalset import EvalCase as NativeCase
 CASE_FIELDS = (
     "eval_id",
     "name",
+    "description",
     "conversation",
     "session_input",
     "metadata",
@@ -100,8 +102,9 @@ def parse_edit(data: Any) -> VersionEdit:
 
 
 def case_native(case: EvalCase) -> dict[str, Any]:
-    """The native case dict of a stored row (the dict the import dumped)."""
-    return {name: getattr(case, name) for name in CASE_FIELDS}
+    """The native case dict of a stored row (the dict the import dumped: no description when
+    it has none)."""
+    return {name: getattr(case, name) for name in CASE_FIELDS if name != "description" or case.description}
 
 
 @dataclass
@@ -163,7 +166,8 @@ class _Working:
             position = self.next_position
             self.next_position += 1
         row = _case_row(position, case.model_dump(mode="json"))
-        content_hash = case_content_hash(case.eval_id, case.name, row[_JSON_AT : _JSON_AT + len(_CASE_JSON_COLUMNS)])
+        content_hash = case_content_hash(case.eval_id, case.name, row[_JSON_AT : _JSON_AT + len(_CASE_JSON_COLUMNS)],
+                                         case.description)
         self.entries[case.eval_id] = _Entry(
             case.eval_id, position, content_hash, row[-2], row[-1], list(case.tags), row=row
         )
@@ -190,7 +194,8 @@ def _apply(work: _Working, edit: VersionEdit, problems: list[Problem]) -> dict[i
         at = f"changes[{i}]"
         if isinstance(change, PutCase):
             try:
-                case = NativeCase.model_validate(change.case)
+                case = NativeCase.model_validate(
+                    {key: value for key, value in change.case.items() if key not in READ_ONLY_CASE_FIELDS})
             except ValidationError as exc:
                 problems.extend(validation_problems(exc, ["changes", i, "case"]))
                 continue

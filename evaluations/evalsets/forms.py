@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
-from evaluations.evalsets.formats import readers
+from evaluations.interop import readers
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -36,6 +36,7 @@ class UploadForm(forms.Form):
         label="Eval-set files",
         # The import service names the empty file in its answer; Django's own check would not.
         allow_empty_file=True,
-        help_text=".json, .jsonl, .csv or a .zip; several files at once for formats with companion files.",
+        help_text=".json, .jsonl, .csv, .yaml, an Inspect AI .eval log or a .zip; several files at once for "
+                  "formats with companion files.",
     )
     format = forms.ChoiceField(choices=format_choices, required=False, label="Format")

@@ -5,6 +5,7 @@ page never queries per row, however many cases a version has."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -13,6 +14,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 
 from evaluations.models import EvalCase, EvalSet, EvalSetVersion, Project
+from evaluations.schemas.evalset import content_text
 
 CASES_PER_PAGE = 50
 FIRST_MESSAGE_CHARS = 120
@@ -372,3 +374,37 @@ def _rubrics(rubrics: Any) -> list[RubricView]:
         for r in rubrics or []
         if isinstance(r, dict)
     ]
+
+
+# --- The outputs skeleton: what an uploaded-outputs run needs, with the blanks to fill in ----
+
+SKELETON_CHUNK = 500
+
+
+def outputs_skeleton_lines(version: EvalSetVersion, *, chunk_cases: int = SKELETON_CHUNK) -> Iterator[str]:
+    """The version's outputs file to fill in, as JSON lines: one per case, with its eval id,
+    iteration 0, and per turn its invocation id, what the user says (`metadata.user`, for
+    whoever fills it in: evaluation ignores it) and an empty `final_response` and
+    `tool_calls`. It uploads as it is (every case then fails: nothing was answered), so a
+    script only has to fill in the blanks. Streamed: a 100,000-case set never sits in memory."""
+    cases = (EvalCase.objects.in_version(version).order_by("position").only("eval_id", "conversation", "position")
+             .iterator(chunk_size=chunk_cases))
+    lines: list[str] = []
+    for case in cases:
+        turns = []
+        for invocation in case.conversation or []:
+            user = (invocation or {}).get("user_content") or {}
+            turns.append({"invocation_id": invocation.get("invocation_id"), "final_response": "", "tool_calls": [],
+                          "metadata": {"user": content_text(user.get("content") or "")}})
+        lines.append(json.dumps({"eval_id": case.eval_id, "iteration": 0, "turns": turns}, ensure_ascii=False)
+                     + "\n")
+        if len(lines) >= chunk_cases:
+            yield "".join(lines)
+            lines = []
+    if lines:
+        yield "".join(lines)
+
+
+def outputs_skeleton_filename(version: EvalSetVersion) -> str:
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in version.evalset.eval_set_id)[:100] or "evalset"
+    return f"{name}-v{version.number}.outputs.jsonl"

@@ -16,8 +16,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from evaluations.bulk import insert_rows
-from evaluations.evalsets.formats import ParsedEvalSet, SourceFile, read_upload
-from evaluations.evalsets.formats.base import CaseSink, gc_paused
+from evaluations.interop import ParsedEvalSet, SourceFile, read_upload
+from evaluations.interop.base import CaseSink, gc_paused
 from evaluations.models import OPEN_VERSION, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
 from evaluations.safejson import canonical_fast, compact_encoder
 from evaluations.schemas.evalset import EvalCase as NativeCase
@@ -94,7 +94,7 @@ class _CaseRows(CaseSink):
         row = _case_row(position, dumped, canonical_fast if exact else _encode)
         # The whole name (the row's column keeps 255 characters of it), as curation hashes it.
         case_hash = case_content_hash(dumped["eval_id"], dumped["name"],
-                                      row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)])
+                                      row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)], row[_DESCRIPTION_AT])
         self.digest.update(case_hash.encode())
         self.rows.append((*row, case_hash))
         self.tags.update(dumped["tags"])
@@ -102,11 +102,12 @@ class _CaseRows(CaseSink):
         self.tool_calls += row[-1]
 
 
-def case_content_hash(eval_id: str, name: str, json_texts: Sequence[str]) -> str:
-    """sha256 of one case's canonical content: its id, name and JSON columns' texts (in
+def case_content_hash(eval_id: str, name: str, json_texts: Sequence[str], description: str = "") -> str:
+    """sha256 of one case's canonical content: its id, name (and description, when it has
+    one: cases without one hash as they did before it existed) and JSON columns' texts (in
     `_CASE_JSON_COLUMNS` order). A version's hash is built from these, so a save of edits
     hashes only the cases it changes."""
-    digest = hashlib.sha256(_canonical([eval_id, name]))
+    digest = hashlib.sha256(_canonical([eval_id, name, description] if description else [eval_id, name]))
     # One text encoded once: the same bytes as a column at a time.
     digest.update("".join([f"\0{column}\0{text}" for column, text in zip(_CASE_JSON_COLUMNS, json_texts,
                                                                           strict=True)]).encode())
@@ -217,8 +218,9 @@ def _store(*, project: Project, parsed: ParsedEvalSet, user: Any,
 _CASE_JSON_COLUMNS = ("tags", "metadata", "session_input", "conversation", "conversation_scenario", "rubrics",
                       "criteria")
 # The columns of a case row, in the order `_case_row` gives them (the version goes first).
-_CASE_COLUMNS = ("position", "eval_id", "name", "tags_text", *_CASE_JSON_COLUMNS, "search_text", "turn_count",
-                 "tool_call_count")
+_CASE_COLUMNS = ("position", "eval_id", "name", "description", "tags_text", *_CASE_JSON_COLUMNS, "search_text",
+                 "turn_count", "tool_call_count")
+_DESCRIPTION_AT = _CASE_COLUMNS.index("description")
 _JSON_AT = _CASE_COLUMNS.index(_CASE_JSON_COLUMNS[0])
 # The JSON text of the fields most cases leave empty, without encoding them each time.
 _EMPTY_TEXT = {"[]": "[]", "{}": "{}", "None": "null"}
@@ -240,8 +242,8 @@ def _case_row(position: int, dumped: dict[str, Any],
     texts = [(None if dumped[name] else _EMPTY_TEXT.get(repr(dumped[name]))) or encode(dumped[name])
              for name in _CASE_JSON_COLUMNS]
     tags = dumped["tags"]
-    return (position, dumped["eval_id"], dumped["name"][:255], "|" + "|".join(tags) + "|" if tags else "",
-            *texts, first_user[:2000], len(conversation),
+    return (position, dumped["eval_id"], dumped["name"][:255], dumped.get("description", ""),
+            "|" + "|".join(tags) + "|" if tags else "", *texts, first_user[:2000], len(conversation),
             sum(len(i["expected_tool_trajectory"]) for i in conversation))
 
 
@@ -260,3 +262,34 @@ def _original(parsed: ParsedEvalSet) -> tuple[str, str, bytes]:
             zf.writestr(info, f.data)
     stem = parsed.source.basename.rsplit(".", 1)[0]
     return f"{stem}.zip", "application/zip", buffer.getvalue()
+
+
+NAME_MAX = 255  # EvalSet.name
+
+
+class RenameError(ValueError):
+    """A name that cannot be an eval set's: the message says why, for the `name` field."""
+
+
+def evalset_rename(*, evalset: EvalSet, name: str) -> str | None:
+    """Give the eval set a name people read (its `eval_set_id`, which uploads match on, and
+    its versions stay as they are). Returns the name it had, or None when it already has this
+    one; raises RenameError for a blank, over-long or control-character name, writing nothing.
+    The caller records the activity event (`audit.record_rename`) in the same transaction."""
+    cleaned = " ".join(str(name).split())
+    if not cleaned:
+        raise RenameError("give a name")
+    if len(cleaned) > NAME_MAX:
+        raise RenameError(f"at most {NAME_MAX} characters ({len(cleaned)} given)")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in cleaned):
+        raise RenameError("no control characters")
+    with transaction.atomic():
+        locked = EvalSet.objects.select_for_update().get(pk=evalset.pk)
+        before = locked.display_name
+        if locked.name == cleaned:
+            return None
+        locked.name = cleaned
+        locked.updated_at = timezone.now()
+        locked.save(update_fields=["name", "updated_at"])
+    evalset.name, evalset.updated_at = locked.name, locked.updated_at
+    return before

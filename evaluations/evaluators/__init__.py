@@ -27,6 +27,8 @@ base._BUILTIN_MODULES.extend([
     "evaluations.evaluators.deepeval",
     "evaluations.evaluators.agentflow",
     "evaluations.evaluators.adk_judges",
+    "evaluations.evaluators.promptfoo",
+    "evaluations.evaluators.online",
 ])
 
 __all__ = [

@@ -19,7 +19,7 @@ response is the last turn's, against the last invocation that has an expected re
   empty, else 0.5.
 - `agentflow_exact_match` (`exact_match`): the stripped texts are equal.
 
-AgentFlow's `response_match` is an LLM judge (gemini), not a computation: see the README.
+AgentFlow's `response_match` is an LLM judge (gemini), not a computation: see docs/evaluators.md.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evaluations.evaluators.base import Evaluator, ScoreResult, register, text_of
 from evaluations.evaluators.output import actual_value
-from evaluations.schemas.evalset import CriterionConfig, EvalCase, MatchType, MessageContent, ToolCall
+from evaluations.schemas.evalset import CriterionConfig, EvalCase, MatchType, MessageContent, StepType, ToolCall
 from evaluations.schemas.outputs import AgentOutput
 
 
@@ -196,3 +196,51 @@ class AgentFlowExactMatchEvaluator(_AgentFlowEvaluator):
         expected, actual = expected_response(case).strip(), actual_response(output).strip()
         score = float(expected == actual)
         return self.result(config, criterion, score, {"expected": expected, "actual": actual})
+
+
+def node_order_score(actual: list[str], expected: list[str], match_type: MatchType) -> float:
+    """AgentFlow's `NodeOrderMatchCriterion`: EXACT compares position by position (over the
+    expected length), IN_ORDER counts expected nodes met in order, ANY_ORDER expected nodes
+    present (each visit used once); 1.0 when no node order is expected."""
+    if not expected:
+        return 1.0
+    if match_type is MatchType.EXACT:
+        return sum(1 for a, e in zip(actual, expected, strict=False) if a == e) / len(expected)
+    if match_type is MatchType.IN_ORDER:
+        found = 0
+        for node in actual:
+            if found < len(expected) and node == expected[found]:
+                found += 1
+        return found / len(expected)
+    remaining = list(actual)
+    matched = 0
+    for node in expected:
+        if node in remaining:
+            matched += 1
+            remaining.remove(node)
+    return matched / len(expected)
+
+
+@register
+class AgentFlowNodeOrderEvaluator(_AgentFlowEvaluator):
+    """AgentFlow's `node_order`: the graph nodes the agent visited (its trajectory's NODE
+    steps, in order) against every turn's `expected_node_order`, joined."""
+
+    name = "agentflow_node_order"
+    group = "trajectory"
+
+    def score(self, case: EvalCase, output: AgentOutput, config: CriterionConfig,
+              criterion: str) -> list[ScoreResult]:
+        expected = [node for invocation in case.conversation for node in invocation.expected_node_order]
+        actual = [step.name for step in output.trajectory if step.step_type is StepType.NODE]
+        score = node_order_score(actual, expected, config.match_type)
+        return self.result(config, criterion, score, {"expected_node_order": expected, "actual_node_order": actual,
+                                                      "match_type": config.match_type.value})
+
+
+@register
+class NodeOrderEvaluator(AgentFlowNodeOrderEvaluator):
+    """`node_order`, the name AgentFlow's configs use: the same number (evalsite had no node
+    order criterion of its own to keep)."""
+
+    name = "node_order"

@@ -429,24 +429,67 @@ def _align_any_order(expected: Sequence[ToolCall], actual: Sequence[ToolCall], r
     return rows
 
 
-def _max_matching(n: int, m: int, edge: Callable[[int, int], bool], fixed: dict[int, int]) -> dict[int, int]:
+# The augmenting-path search's budget, in edge checks: far above any real trajectory (500
+# calls each way with every pair a candidate is ~250,000 per expected call at worst), and the
+# bound on what a hostile output can make one alignment cost.
+MATCHING_WORK_CAP = 2_000_000
+
+
+def _max_matching(n: int, m: int, edge: Callable[[int, int], bool], fixed: dict[int, int],
+                  work_cap: int = MATCHING_WORK_CAP) -> dict[int, int]:
     """Kuhn's augmenting paths, expected calls in order, actual calls by position; pairs in
-    `fixed` (actual -> expected) are kept. Returns actual index -> expected index."""
+    `fixed` (actual -> expected) are kept. Returns actual index -> expected index.
+
+    Iterative (an explicit stack walks the same depth-first search the recursive form did, so
+    the pairs are the same): a chain of a thousand displaced calls cannot exhaust Python's
+    stack. After `work_cap` edge checks the search stops, and the expected calls still to
+    place take the first free actual call they match: a valid pairing, maximal if not maximum.
+    """
     owner = dict(fixed)
     locked = set(fixed)
     fixed_expected = set(fixed.values())
+    work = 0
 
-    def augment(i: int, seen: set[int]) -> bool:
-        for j in range(m):
-            if j in seen or j in locked or not edge(i, j):
+    def augment(root: int) -> bool:
+        nonlocal work
+        seen: set[int] = set()
+        stack = [[root, 0]]  # (expected call, the next actual call to try), one per level
+        path: list[int] = []  # the actual call each level moved on through
+        while stack:
+            frame = stack[-1]
+            i, j = frame
+            while j < m:
+                if j not in seen and j not in locked:
+                    work += 1
+                    if work > work_cap:
+                        return False  # nothing was moved: the pairing so far stands
+                    if edge(i, j):
+                        break
+                j += 1
+            if j == m:
+                stack.pop()
+                if path:
+                    path.pop()
                 continue
             seen.add(j)
-            if j not in owner or augment(owner[j], seen):
+            frame[1] = j + 1
+            if j not in owner:
                 owner[j] = i
+                for (up, _), through in zip(reversed(stack[:-1]), reversed(path), strict=True):
+                    owner[through] = up
                 return True
+            path.append(j)
+            stack.append([owner[j], 0])
         return False
 
     for i in range(n):
-        if i not in fixed_expected:
-            augment(i, set())
+        if i in fixed_expected:
+            continue
+        if work <= work_cap:
+            augment(i)
+        if work > work_cap:
+            taken = set(owner)
+            free = next((j for j in range(m) if j not in taken and edge(i, j)), None)
+            if free is not None:
+                owner[free] = i
     return owner

@@ -1,7 +1,7 @@
 """Node-level results (watsonx `applies_to: node`): time spent per agent node.
 
 A node's latency is the time of the tool calls it made (`OutputToolCall.node` and
-`latency_seconds`, filled from traces by `evaluations.runs.traces.apply_trace`) plus the duration
+`latency_seconds`, filled from traces by `evaluations.interop.otel.spans.apply_trace`) plus the duration
 of its trajectory steps where they record one (`metadata.duration_seconds`). Nodes with no
 timing are not scored.
 """

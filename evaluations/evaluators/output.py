@@ -45,6 +45,7 @@ from functools import partial
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rapidfuzz.distance import Levenshtein
 
 from evaluations import safejson
 from evaluations.evaluators.base import (
@@ -147,17 +148,10 @@ def _is_number(value: Any) -> bool:
 
 
 def levenshtein(source: str, target: str) -> int:
-    if not source:
-        return len(target)
-    if not target:
-        return len(source)
-    previous = list(range(len(target) + 1))
-    for i, s_char in enumerate(source, 1):
-        current = [i]
-        for j, t_char in enumerate(target, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (s_char != t_char)))
-        previous = current
-    return previous[-1]
+    """The edit distance (insertions, deletions, substitutions of code points), as UiPath's
+    `_levenshtein` counts it. In C (rapidfuzz, O(n·m/64)): outputs are untrusted, and the pure
+    Python loop took 2 s for two 3,000-character values."""
+    return int(Levenshtein.distance(source, target))
 
 
 def count_leaves(value: Any) -> float:

@@ -1,5 +1,5 @@
 """What a criterion named after another tool's criterion means here, where its number differs
-from that tool's: shown on the run page beside the scores, and in the README's parity table.
+from that tool's: shown on the run page beside the scores, and in the parity table of docs/evaluators.md.
 
 The unqualified names keep evalsite's meaning whatever format the eval set came in (a run's
 numbers never change with the file's origin). AgentFlow's exact numbers are under the

@@ -1,10 +1,4 @@
-"""The OTLP/HTTP trace receiver's work: a request body in, spans stored per trace.
-
-`decode()` reads an `ExportTraceServiceRequest` (opentelemetry-proto's generated classes:
-binary protobuf, or OTLP/JSON through protobuf's JSON mapping, after turning OTLP/JSON's
-hex ids into the mapping's base64), within the size limits: the body as sent and, for
-`Content-Encoding: gzip`, the body inflated (a bomb stops at the limit, never in memory).
-It returns `Batch`: one `TraceRows` per trace id, spans as rows ready to insert.
+"""Received traces stored: a decoded batch (`interop/otel/otlp.py`) written per trace.
 
 `traces_store()` writes a batch in one transaction, idempotently (an exporter retries a
 batch it got no answer for): a trace is one row per project and trace id, a span one row
@@ -17,300 +11,15 @@ see `runs.py`) are handed to `runs.traces_attach` in the same transaction.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import math
-import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from google.protobuf import json_format
-from google.protobuf.message import DecodeError
-from openinference.semconv.trace import SpanAttributes
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from evaluations import safejson
-from evaluations.models import Project, Span, Trace
-from evaluations.schemas.text import NUL, REPLACEMENT
-
-# The attributes that tie a trace to a case of a run (on its resource or on any of its spans).
-RUN_ID = "evalsite.run_id"
-EVAL_ID = "evalsite.eval_id"
-ITERATION = "evalsite.iteration"
-
-_KINDS = ["UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"]
-_STATUS = ["UNSET", "OK", "ERROR"]
-_CATEGORIES = {"TOOL", "LLM", "AGENT", "CHAIN"}
-_GENAI = {
-    "execute_tool": "TOOL",
-    "chat": "LLM",
-    "text_completion": "LLM",
-    "generate_content": "LLM",
-    "invoke_agent": "AGENT",
-    "create_agent": "AGENT",
-    "invoke_workflow": "CHAIN",
-}
-_THREAD_KEYS = (SpanAttributes.SESSION_ID, "gen_ai.conversation.id")
-STATUS_MESSAGE = "otel.status_message"  # a failed span's status message, kept with its attributes
-
-
-class PayloadError(ValueError):
-    """A request that cannot be read: a 400 saying why (the first problem, with its path)."""
-
-
-class TooLarge(ValueError):
-    """A body over the limits: a 413."""
-
-
-# --- Reading the body ----------------------------------------------------------------------------
-
-
-def max_body() -> int:
-    return int(settings.EVALSITE_OTLP_MAX_BODY_BYTES)
-
-
-def max_inflated() -> int:
-    return int(settings.EVALSITE_OTLP_MAX_DECOMPRESSED_BYTES)
-
-
-def inflate(body: bytes, encoding: str) -> bytes:
-    """The body as the exporter encoded it, inflated when gzip (or deflate), never past the
-    decompressed limit: a small body that inflates without end is refused after the limit."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return body
-    if encoding not in ("gzip", "deflate"):
-        raise PayloadError(f"Content-Encoding {encoding!r} is not supported: send gzip or none")
-    limit = max_inflated()
-    inflater = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise PayloadError(f"the body is not valid {encoding}: {exc}") from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise TooLarge(f"the body inflates past {limit} bytes (EVALSITE_OTLP_MAX_DECOMPRESSED_BYTES)")
-    if not inflater.eof:
-        raise PayloadError(f"the {encoding} body is truncated")
-    return out
-
-
-def parse_request(data: bytes, content_type: str) -> ExportTraceServiceRequest:
-    """An ExportTraceServiceRequest from binary protobuf or OTLP/JSON."""
-    kind = content_type.split(";")[0].strip().lower()
-    message = ExportTraceServiceRequest()
-    if kind in ("application/x-protobuf", "application/protobuf"):
-        try:
-            message.ParseFromString(data)
-        except DecodeError as exc:
-            raise PayloadError(f"the body is not an OTLP ExportTraceServiceRequest in protobuf: {exc}") from None
-        return message
-    if kind == "application/json":
-        try:
-            doc = safejson.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise PayloadError(f"the body is not JSON: {exc}") from None
-        if not isinstance(doc, dict):
-            raise PayloadError("the body must be a JSON object with `resourceSpans`")
-        _hex_ids_to_base64(doc)
-        try:
-            json_format.ParseDict(doc, message, ignore_unknown_fields=True)
-        except json_format.ParseError as exc:
-            raise PayloadError(f"the body is not an OTLP/JSON ExportTraceServiceRequest: {exc}") from None
-        return message
-    raise PayloadError(
-        f"Content-Type {content_type!r} is not supported: send application/x-protobuf or application/json"
-    )
-
-
-def _hex_ids_to_base64(doc: dict[str, Any]) -> None:
-    """OTLP/JSON writes trace and span ids as hex, where protobuf's JSON mapping (which
-    parses the rest) expects base64: convert them in place, naming the id that is not hex."""
-    for r, resource_spans in enumerate(_list(doc, "resourceSpans", "resource_spans")):
-        for s, scope_spans in enumerate(_list(resource_spans, "scopeSpans", "scope_spans")):
-            for i, span in enumerate(_list(scope_spans, "spans")):
-                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                _convert_ids(span, where)
-                for k, link in enumerate(_list(span, "links")):
-                    _convert_ids(link, f"{where}.links[{k}]")
-
-
-def _list(obj: Any, *keys: str) -> list[Any]:
-    if not isinstance(obj, dict):
-        return []
-    for key in keys:
-        value = obj.get(key)
-        if isinstance(value, list):
-            return value
-    return []
-
-
-def _convert_ids(obj: Any, where: str) -> None:
-    if not isinstance(obj, dict):
-        return
-    for key in ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"):
-        value = obj.get(key)
-        if not isinstance(value, str) or not value:
-            continue
-        try:
-            obj[key] = base64.b64encode(binascii.unhexlify(value)).decode()
-        except (binascii.Error, ValueError):
-            raise PayloadError(f"{where}.{key}: {value[:40]!r} is not a hex id (OTLP/JSON writes ids as hex)") from None
-
-
-# --- Spans as rows ---------------------------------------------------------------------------------
-
-
-def value_of(value: AnyValue) -> Any:
-    """A plain value from an OTLP AnyValue."""
-    which = value.WhichOneof("value")
-    if which is None:
-        return None
-    if which == "array_value":
-        return [value_of(v) for v in value.array_value.values]
-    if which == "kvlist_value":
-        return attributes_of(value.kvlist_value.values)
-    if which == "bytes_value":
-        return base64.b64encode(value.bytes_value).decode()
-    if which == "double_value" and not math.isfinite(value.double_value):
-        return str(value.double_value)  # NaN and infinities are no JSON
-    return getattr(value, which)
-
-
-def attributes_of(items: Iterable[Any]) -> dict[str, Any]:
-    return {item.key: value_of(item.value) for item in items}
-
-
-@dataclass
-class TraceRows:
-    trace_id: str  # hex
-    spans: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # span id -> row (see SPAN_COLUMNS)
-    resource: dict[str, Any] = field(default_factory=dict)
-    thread_id: str = ""
-    service_name: str = ""
-    run_ref: Any = None  # evalsite.run_id as sent
-    eval_id: str = ""
-    iteration: Any = None
-    root_name: str | None = None
-    start_ns: int | None = None
-    end_ns: int | None = None
-    errors: int = 0
-
-
-# Span rows: (span_id, parent_span_id, name, kind, start_ns, end_ns, status, attributes JSON)
-SPAN_COLUMNS = ["span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "status", "attributes"]
-
-
-@dataclass
-class Batch:
-    traces: dict[str, TraceRows]
-    span_count: int
-
-
-def _hex(raw: bytes, size: int, where: str, name: str, *, required: bool = True) -> str:
-    if not raw:
-        if required:
-            raise PayloadError(f"{where}.{name}: missing (a {size}-byte id)")
-        return ""
-    if len(raw) != size:
-        raise PayloadError(f"{where}.{name}: {len(raw)} bytes, not {size}")
-    if not any(raw):
-        raise PayloadError(f"{where}.{name}: all zero, which OTLP reserves for no id")
-    return raw.hex()
-
-
-def _category(attrs: dict[str, Any], kind: int) -> str:
-    """TOOL / LLM / AGENT / CHAIN (OpenInference, then GenAI), else the OpenTelemetry kind."""
-    value = attrs.get(SpanAttributes.OPENINFERENCE_SPAN_KIND)
-    if isinstance(value, str) and value.upper() in _CATEGORIES:
-        return value.upper()
-    operation = attrs.get("gen_ai.operation.name")
-    if isinstance(operation, str) and operation in _GENAI:
-        return _GENAI[operation]
-    return _KINDS[kind] if 0 <= kind < len(_KINDS) else "INTERNAL"
-
-
-def _clean(text: str) -> str:
-    """PostgreSQL stores no NUL: replaced, as everywhere (evaluations/schemas/text.py)."""
-    return text.replace(NUL, REPLACEMENT) if NUL in text else text
-
-
-def _json(text: str) -> str:
-    """Attributes as JSON text, with any NUL (escaped by the encoder) replaced."""
-    return text.replace("\\u0000", "\\ufffd") if "\\u0000" in text else text
-
-
-def rows_of(message: ExportTraceServiceRequest) -> Batch:
-    """Every span of the request as rows, grouped by trace; raises PayloadError at the first
-    span that cannot be stored (its path says where). Duplicates in one request count once."""
-    traces: dict[str, TraceRows] = {}
-    count = 0
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
-    for r, resource_spans in enumerate(message.resource_spans):
-        resource = attributes_of(resource_spans.resource.attributes)
-        for s, scope_spans in enumerate(resource_spans.scope_spans):
-            for i, span in enumerate(scope_spans.spans):
-                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                trace_hex = _hex(span.trace_id, 16, where, "traceId")
-                span_hex = _hex(span.span_id, 8, where, "spanId")
-                parent = _hex(span.parent_span_id, 8, where, "parentSpanId", required=False)
-                attrs = attributes_of(span.attributes)
-                status = _STATUS[span.status.code] if 0 <= span.status.code < 3 else "UNSET"
-                if status == "ERROR":
-                    message_text = span.status.message or next(
-                        (
-                            str(e_attrs.get("exception.message") or e_attrs.get("exception.type") or "")
-                            for e_attrs in (attributes_of(e.attributes) for e in span.events if e.name == "exception")
-                        ),
-                        "",
-                    )
-                    if message_text:
-                        attrs[STATUS_MESSAGE] = message_text
-                trace = traces.get(trace_hex)
-                if trace is None:
-                    trace = traces[trace_hex] = TraceRows(trace_hex, resource=resource)
-                    trace.service_name = _clean(str(resource.get("service.name") or ""))[:255]
-                if span_hex in trace.spans:
-                    continue
-                start = span.start_time_unix_nano or None
-                end = span.end_time_unix_nano or None
-                name = _clean(span.name[:255])
-                trace.spans[span_hex] = (
-                    span_hex,
-                    parent,
-                    name,
-                    _category(attrs, span.kind)[:32],
-                    start,
-                    end,
-                    status,
-                    _json(dumps(attrs)),
-                )
-                count += 1
-                if status == "ERROR":
-                    trace.errors += 1
-                if not parent and trace.root_name is None:
-                    trace.root_name = name
-                if start is not None and (trace.start_ns is None or start < trace.start_ns):
-                    trace.start_ns = start
-                if end is not None and (trace.end_ns is None or end > trace.end_ns):
-                    trace.end_ns = end
-                for source in (attrs, resource):
-                    if not trace.thread_id:
-                        thread = next((str(source[k])[:200] for k in _THREAD_KEYS if source.get(k)), "")
-                        trace.thread_id = _clean(thread)
-                    if trace.run_ref is None and source.get(RUN_ID) not in (None, ""):
-                        trace.run_ref = source[RUN_ID]
-                    if not trace.eval_id and source.get(EVAL_ID) not in (None, ""):
-                        trace.eval_id = _clean(str(source[EVAL_ID]))[:255]
-                    if trace.iteration is None and source.get(ITERATION) not in (None, ""):
-                        trace.iteration = source[ITERATION]
-    return Batch(traces, count)
-
+from evaluations.interop.otel.otlp import SPAN_COLUMNS, Batch, nul_free_json
+from evaluations.models import Project, Span, Trace, TraceThread
 
 # --- Storing ---------------------------------------------------------------------------------------
 
@@ -351,6 +60,8 @@ _TRACE_COLUMNS = [
     "error_count",
     "complete",
     "resource",
+    "end_user",
+    "environment",
 ]
 
 
@@ -371,9 +82,14 @@ def traces_store(*, project: Project, batch: Batch) -> Stored:
     with transaction.atomic():
         new = _insert_traces(project, batch, now)
         stored.trace_pks.update(new)
+        touched = [(batch.traces[t], 1) for t in new]
         again = [t for t in batch.traces if t not in new]
         if again:
-            stored.trace_pks.update(_existing(project, again, batch))
+            found, unthreaded = _existing(project, again, batch)
+            stored.trace_pks.update(found)
+            # a trace's thread may come with a later request (its root span): it joins the thread then
+            touched += [(batch.traces[t], int(t in unthreaded)) for t in found]
+        _threads_touch(project, touched, now)
         _insert_spans(batch, stored.trace_pks)
         if again:
             _recount([stored.trace_pks[t] for t in again])
@@ -402,7 +118,9 @@ def _insert_traces(project: Project, batch: Batch, now: Any) -> dict[str, int]:
                 len(t.spans),
                 t.errors,
                 t.root_name is not None,
-                _json(json.dumps(t.resource, default=str)),
+                nul_free_json(json.dumps(t.resource, default=str)),
+                t.end_user,
+                t.environment,
             )
         )
     out: dict[str, int] = {}
@@ -420,12 +138,19 @@ def _insert_traces(project: Project, batch: Batch, now: Any) -> dict[str, int]:
     return out
 
 
-def _existing(project: Project, trace_ids: list[str], batch: Batch) -> dict[str, int]:
+def _existing(project: Project, trace_ids: list[str], batch: Batch) -> tuple[dict[str, int], set[str]]:
     """Traces some of whose spans came before (or came at once in another request): their
-    pks, and what this request adds to them where they had nothing."""
-    found = dict(
-        Trace.objects.filter(project=project, received=True, trace_id__in=trace_ids).values_list("trace_id", "pk")
+    pks, and what this request adds to them where they had nothing; and those of them that
+    had no thread until this request named one."""
+    rows = Trace.objects.filter(project=project, received=True, trace_id__in=trace_ids).values_list(
+        "trace_id", "pk", "thread_id"
     )
+    found: dict[str, int] = {}
+    unthreaded: set[str] = set()
+    for trace_id, pk, thread in rows:
+        found[trace_id] = pk
+        if not thread and batch.traces[trace_id].thread_id:
+            unthreaded.add(trace_id)
     table = Trace._meta.db_table
     with connection.cursor() as cursor:
         for trace_id, pk in found.items():
@@ -433,10 +158,12 @@ def _existing(project: Project, trace_ids: list[str], batch: Batch) -> dict[str,
             cursor.execute(
                 f"UPDATE {table} SET thread_id = CASE WHEN thread_id = '' THEN %s ELSE thread_id END, "  # noqa: S608
                 "service_name = CASE WHEN service_name = '' THEN %s ELSE service_name END, "
-                "eval_id = CASE WHEN eval_id = '' THEN %s ELSE eval_id END WHERE id = %s",
-                [t.thread_id, t.service_name, t.eval_id, pk],
+                "eval_id = CASE WHEN eval_id = '' THEN %s ELSE eval_id END, "
+                "end_user = CASE WHEN end_user = '' THEN %s ELSE end_user END, "
+                "environment = CASE WHEN environment = '' THEN %s ELSE environment END WHERE id = %s",
+                [t.thread_id, t.service_name, t.eval_id, t.end_user, t.environment, pk],
             )
-    return found
+    return found, unthreaded
 
 
 def _insert_spans(batch: Batch, trace_pks: dict[str, int]) -> None:
@@ -468,3 +195,32 @@ def _recount(pks: list[int]) -> None:
             f"WHERE id IN ({marks})",
             pks,
         )
+
+
+def _threads_touch(project: Project, touched: list[tuple[Any, int]], now: Any) -> None:
+    """The threads of the traces this request stored spans of: created, or their last
+    activity moved; `touched` pairs each trace with 1 when it is new to its thread."""
+    threads: dict[str, list[Any]] = {}
+    for t, joins in touched:
+        if t.thread_id:
+            row = threads.setdefault(t.thread_id, [0, 0, ""])
+            row[0] += joins
+            row[1] += int(joins and t.errors > 0)
+            row[2] = row[2] or t.end_user
+    if not threads:
+        return
+    table = TraceThread._meta.db_table
+    columns = ["project_id", "thread_id", "first_at", "last_at", "traces", "errors", "end_user"]
+    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    rows = [(project.pk, thread, now, now, *values) for thread, values in threads.items()]
+    per = max(1, 900 // len(columns))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(chunk))} "  # noqa: S608
+                "ON CONFLICT (project_id, thread_id) DO UPDATE SET last_at = excluded.last_at, "
+                f"traces = {table}.traces + excluded.traces, errors = {table}.errors + excluded.errors, "
+                f"end_user = CASE WHEN {table}.end_user = '' THEN excluded.end_user ELSE {table}.end_user END",
+                [v for row in chunk for v in row],
+            )

@@ -10,7 +10,7 @@ A trace names its case with attributes, on its resource or on its root span:
 
 A trace becomes the case's output once its root span (no parent) has arrived: spans are
 exported as they end, so the root comes last. The output is what the spans show
-(`runs.traces.apply_spans`: tool calls, trajectory, usage, latency, the root's answer);
+(`interop.otel.spans.apply_spans`: tool calls, trajectory, usage, latency, the root's answer);
 a failed root span makes it an errored case. A case takes the first complete trace only:
 the update that stores it is conditional on the result still having no output, so a
 second trace, a retried export, or one racing the deadline never replaces it or counts
@@ -36,10 +36,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from evaluations.interop.otel.spans import Span as SpanModel
+from evaluations.interop.otel.spans import apply_spans
 from evaluations.models import CaseResult, EvalCase, EvalSetVersion, EvaluationConfig, Project, Run, Span, Trace
 from evaluations.runs import services as runs
-from evaluations.runs.traces import Span as SpanModel
-from evaluations.runs.traces import apply_spans
 from evaluations.schemas.evalset import EvalConfig
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 

@@ -1,6 +1,7 @@
 """Reading received traces: a project's trace list (search, filters, pages) and one trace's
-spans, for the pages and the API alike. Every list is one query for its page and one count,
-whatever the number of traces or spans; a trace shows at most MAX_SPANS spans."""
+spans, for the pages and the API alike. Every list is one query for its page and one count
+that stops at COUNT_CAP, whatever the number of traces or spans; a trace shows at most
+MAX_SPANS spans."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.core.paginator import Page, Paginator
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from evaluations.models import Project, Span, Trace
+from evaluations.paging import CappedPage
 
 PER_PAGE = 50
 MAX_SPANS = 400
@@ -29,10 +31,13 @@ class TraceFilters:
     link: str = ""  # "run" / "none"
     run: int | None = None  # only traces of this run
     thread: str = ""
+    end_user: str = ""  # enduser.id / user.id
+    environment: str = ""  # deployment.environment
 
     @property
     def active(self) -> bool:
-        return bool(self.q or self.service or self.status or self.link or self.run or self.thread)
+        return bool(self.q or self.service or self.status or self.link or self.run or self.thread or self.end_user
+                    or self.environment)
 
 
 def trace_filters(params: Mapping[str, Any]) -> TraceFilters:
@@ -50,6 +55,8 @@ def trace_filters(params: Mapping[str, Any]) -> TraceFilters:
         link=text("link") if text("link") in LINKS else "",
         run=int(run) if run.isdigit() else None,
         thread=text("thread"),
+        end_user=text("end_user"),
+        environment=text("environment", 100),
     )
 
 
@@ -76,6 +83,10 @@ def traces_of(project: Project, filters: TraceFilters) -> QuerySet[Trace]:
         qs = qs.filter(run_id=f.run)
     if f.thread:
         qs = qs.filter(thread_id=f.thread)
+    if f.end_user:
+        qs = qs.filter(end_user=f.end_user)
+    if f.environment:
+        qs = qs.filter(environment=f.environment)
     return qs.order_by("-start_ns", "-pk")
 
 
@@ -94,6 +105,8 @@ class TraceRow:
     complete: bool
     start_ns: int | None
     end_ns: int | None
+    end_user: str = ""
+    environment: str = ""
 
     @property
     def started(self) -> datetime | None:
@@ -120,6 +133,8 @@ ROW_FIELDS = [
     "complete",
     "start_ns",
     "end_ns",
+    "end_user",
+    "environment",
 ]
 
 
@@ -131,24 +146,43 @@ def trace_rows(qs: QuerySet[Trace]) -> list[TraceRow]:
 class TraceListPage:
     project: Project
     filters: TraceFilters
-    page: Page[Any]
+    page: CappedPage
     rows: list[TraceRow]
     services: list[str] = field(default_factory=list)
 
 
+COUNT_CAP = 10_000
+MAX_SERVICES = 100
+
+# The project's distinct services without reading its traces: a skip scan through the
+# trace_received_service index, one MIN() a service (a recursive CTE; SQLite and PostgreSQL).
+_SERVICES_SQL = """
+WITH RECURSIVE services(name, n) AS (
+    SELECT (SELECT MIN(service_name) FROM evaluations_trace
+            WHERE project_id = %s AND received AND service_name > ''), 1
+    UNION ALL
+    SELECT (SELECT MIN(service_name) FROM evaluations_trace
+            WHERE project_id = %s AND received AND service_name > services.name), n + 1
+    FROM services WHERE services.name IS NOT NULL AND n < %s
+)
+SELECT name FROM services WHERE name IS NOT NULL
+"""
+
+
+def services_of(project: Project, limit: int = MAX_SERVICES) -> list[str]:
+    """The project's services (of received traces), in order, at most `limit`."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SERVICES_SQL, [project.pk, project.pk, limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
 def trace_list(*, project: Project, filters: TraceFilters, page_number: Any = 1) -> TraceListPage:
-    """A page of the project's received traces, newest first."""
-    paginator = Paginator(traces_of(project, filters).values_list(*ROW_FIELDS), PER_PAGE)
-    page = paginator.get_page(page_number)
+    """A page of the project's received traces, newest first: read from the partial indexes on
+    received traces, counted only up to COUNT_CAP, so that the first pages cost the same with
+    a thousand traces or a million (bench/monitors_bench.py)."""
+    page = CappedPage(traces_of(project, filters).values_list(*ROW_FIELDS), page_number, PER_PAGE, cap=COUNT_CAP)
     rows = [TraceRow(*values) for values in page.object_list]
-    services = list(
-        Trace.objects.filter(project=project, received=True)
-        .exclude(service_name="")
-        .order_by("service_name")
-        .values_list("service_name", flat=True)
-        .distinct()[:100]
-    )
-    return TraceListPage(project=project, filters=filters, page=page, rows=rows, services=services)
+    return TraceListPage(project=project, filters=filters, page=page, rows=rows, services=services_of(project))
 
 
 @dataclass(frozen=True)

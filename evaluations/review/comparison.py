@@ -31,8 +31,10 @@ its mean over them and it passes when it passed in more than half of them):
 - pass/fail flips: an exact McNemar test, the two-sided binomial test of the discordant
   pairs (b cases went pass -> fail, c went fail -> pass) against p = 1/2.
 
-Wording for people: an interval that excludes 0 (or p < 0.05) is "likely real", otherwise
-"could be noise"; no difference at all is "no change" / "no flips".
+Wording for people (`verdict.py`, one place for every page): an interval that excludes 0 (or
+p < 0.05) over enough cases is "likely real", otherwise "not distinguishable from chance" or,
+below `verdict.MIN_CASES`, "too few cases to call"; no difference at all is "no change" /
+"no flips".
 
 Computing this over 10,000 paired cases and six criteria takes about a second (the
 bootstrap 0.12 s a criterion, reading the runs most of the rest), so `comparison_get` keeps the
@@ -66,6 +68,7 @@ from evaluations.models import (
     Score,
 )
 from evaluations.paging import Counted
+from evaluations.review import verdict as verdicts
 from evaluations.review.baselines import baseline_for
 from evaluations.review.statistics import (
     CONFIDENCE as CONFIDENCE,
@@ -143,12 +146,6 @@ from evaluations.review.statistics import (
     classify as classify,
 )
 from evaluations.review.statistics import (
-    flips_verdict as flips_verdict,
-)
-from evaluations.review.statistics import (
-    interval_verdict as interval_verdict,
-)
-from evaluations.review.statistics import (
     mcnemar_exact_p as mcnemar_exact_p,
 )
 from evaluations.review.statistics import (
@@ -162,7 +159,7 @@ logger = logging.getLogger(__name__)
 
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
 # version are recomputed on their next view.
-SUMMARY_VERSION = 4  # 4: stored with a row per case and a head (older ones are recomputed on view)
+SUMMARY_VERSION = 5  # 4: stored with a row per case and a head; 5: criterion verdicts need MIN_CASES
 
 # Above this many points the paired scatter keeps every changed case and a sample of the rest.
 SCATTER_MAX_POINTS = 2000
@@ -325,12 +322,12 @@ def _criterion(name: str, cases: list[tuple[str, _Side | None, _Side | None]], r
         "delta": _mean(deltas),
         "ci_low": low,
         "ci_high": high,
-        "verdict": interval_verdict(low, high, deltas),
+        "verdict": verdicts.mean_change(low, high, deltas, b, c),
         "judged": judged,
         "pass_to_fail": b,
         "fail_to_pass": c,
         "p_value": p_value,
-        "flips_verdict": flips_verdict(b, c, p_value),
+        "flips_verdict": verdicts.flips(b, c, p_value, judged),
     }, points
 
 
@@ -390,10 +387,12 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
         stats, points[name] = _criterion(name, paired, resamples, seed)
         criteria.append(stats)
 
+    counts = {key: sum(1 for case in cases if case["s"] == key) for key in STATUSES}
+    verdicts.within_header(criteria, counts)
     before_latency, after_latency = _latency(baseline), _latency(candidate)
     return {
         "version": SUMMARY_VERSION,
-        "counts": {key: sum(1 for case in cases if case["s"] == key) for key in STATUSES},
+        "counts": counts,
         "cases": cases,
         "criteria": criteria,
         "points": points,
@@ -600,19 +599,23 @@ class CaseSource:
             self.__dict__["_sc"] = [{**case, "sc": scores[i]} for i, case in enumerate(self.summary["cases"])]
         return self.__dict__["_sc"]
 
-    def cases(self, status: str, q: str = "") -> Any:
-        """The case entries with `status` ("all" for every one) whose eval_id contains q, in
+    def cases(self, status: str, q: str = "", eval_ids: Any = None) -> Any:
+        """The case entries with `status` ("all" for every one) whose eval_id contains q (and
+        is one of `eval_ids`, a query of `eval_id` values, when given: a cause's cases), in
         the comparison's order: a sliceable sequence with `count()` (for a Paginator)."""
         q = q.strip()
         if self.comparison_id is None:
             folded = q.casefold()
+            kept = None if eval_ids is None else {row["eval_id"] for row in eval_ids}
             return [case for case in self._memory() if (status == "all" or case["s"] == status)
-                    and (not folded or folded in case["id"].casefold())]
+                    and (not folded or folded in case["id"].casefold()) and (kept is None or case["id"] in kept)]
         rows = ComparisonCase.objects.filter(comparison_id=self.comparison_id).order_by("position")
         if status != "all":
             rows = rows.filter(status=status)
-        if q:
-            return _Rows(rows.filter(eval_id__icontains=q))
+        if eval_ids is not None:
+            rows = rows.filter(eval_id__in=eval_ids)
+        if q or eval_ids is not None:
+            return _Rows(rows.filter(eval_id__icontains=q) if q else rows)
         known = self.head["total"] if status == "all" else self.head["counts"].get(status, 0)
         return Counted(_Rows(rows), known)
 
@@ -849,9 +852,7 @@ def headline(summary: dict[str, Any]) -> str:
                      f"{signed(c['ci_high'], sign=False)}]")
     # One wording for the one question "is the overall change real?" (evaluations.review.verdict);
     # whether each case's flip reproduces is said beside the case.
-    from evaluations.review.verdict import overall
-
-    parts.append(overall(counts, total_of(summary)))
+    parts.append(verdicts.overall(counts, total_of(summary)))
     delta_p95 = summary["latency"]["delta_p95"]
     if delta_p95 is not None:
         parts.append(f"p95 latency {signed_seconds(delta_p95)}")

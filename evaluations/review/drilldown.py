@@ -4,11 +4,18 @@ as rows of a table, and the run's other repeats of the case."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
+from evaluations.evaluators.base import aligned_turns
 from evaluations.models import CaseResult
+from evaluations.schemas.evalset import EvalCase as NativeCase
+from evaluations.schemas.evalset import Invocation
+from evaluations.schemas.outputs import AgentOutput, TurnOutput
 
 # Below this share of unchanged text a word diff interleaves two unrelated texts: the
 # responses are shown side by side instead.
@@ -71,3 +78,31 @@ def repeats_of(result: CaseResult) -> list[Repeat]:
     if len(rows) < 2:
         return []
     return [Repeat(iteration + 1, status, pk, pk == result.pk) for pk, iteration, status in rows]
+
+
+def result_output(result: CaseResult) -> tuple[AgentOutput | None, str | None]:
+    """The result's output as the evaluators saw it (a trace fills in what the agent did
+    not report), or why there is none."""
+    if result.output is None:
+        return None, result.error or "no output was recorded for this case"
+    try:
+        output = AgentOutput.model_validate(result.output)
+    except ValidationError as exc:
+        return None, f"the stored output cannot be read: {exc}"
+    if output.trace:
+        from evaluations.interop.otel.spans import apply_trace
+
+        with contextlib.suppress(Exception):  # a broken trace was reported when the run scored it
+            output = apply_trace(output)
+    return output, output.error
+
+
+def turn_pairs(case: NativeCase, output: AgentOutput | None) -> list[tuple[Invocation | None, TurnOutput | None]]:
+    """Each expected turn with the actual turn that answers it, then actual turns nothing
+    expected (a simulated conversation has only those)."""
+    if output is None:
+        return [(inv, None) for inv in case.conversation]
+    pairs: list[tuple[Invocation | None, TurnOutput | None]] = list(aligned_turns(case, output))
+    used = {id(turn) for _, turn in pairs if turn is not None}
+    pairs += [(None, turn) for turn in output.turns if id(turn) not in used]
+    return pairs

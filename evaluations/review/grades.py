@@ -26,6 +26,7 @@ reads its rows with three queries whatever the number of cases.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -58,7 +59,14 @@ from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from evaluations.audit import audit_record
+from evaluations.evaluators.base import text_of
+from evaluations.evaluators.diffing import ARGS_DIFFER, MATCHED, MISSING, UNEXPECTED, align
 from evaluations.models import AuditEvent, CaseResult, HumanGrade, Project, Run, Score
+from evaluations.review.causes import criterion_families
+from evaluations.review.drilldown import result_output, turn_pairs
+from evaluations.review.selectors import trajectory_settings
+from evaluations.runs.engine import native_case
+from evaluations.runs.exports import CASE_FIELDS
 
 NOTE_MAX_CHARS = 5_000
 PER_STRATUM = 10
@@ -96,6 +104,21 @@ def prompt_version_expression() -> Any:
 def judged(scores: QuerySet[Score]) -> QuerySet[Score]:
     """The scores an LLM judge gave."""
     return scores.filter(Q(justification__has_key="judge") | Q(justification__has_key="evaluation_model"))
+
+
+LLM_JUDGED = "llm"
+DETERMINISTIC = "deterministic"
+KINDS = {LLM_JUDGED: "LLM-judged only", DETERMINISTIC: "deterministic only"}
+
+
+def by_kind(scores: QuerySet[Score], kind: str) -> QuerySet[Score]:
+    """`scores` an LLM judge gave (`LLM_JUDGED`, what the calibration page counts), the others
+    (`DETERMINISTIC`), or all ("")."""
+    if kind == LLM_JUDGED:
+        return judged(scores)
+    if kind == DETERMINISTIC:
+        return scores.exclude(Q(justification__has_key="judge") | Q(justification__has_key="evaluation_model"))
+    return scores
 
 
 def by_judge(scores: QuerySet[Score], judge_model: str | None, prompt_version: str | None) -> QuerySet[Score]:
@@ -240,10 +263,13 @@ class QueueScope:
     run: int | None = None
     judge_model: str | None = None  # only items this judge model scored
     prompt_version: str | None = None  # "" for scores with no recorded version
+    kind: str = ""  # LLM_JUDGED / DETERMINISTIC / "" for both
 
     def query(self) -> dict[str, str]:
         """The scope as the queue page's query string."""
         out = {}
+        if self.kind:
+            out["kind"] = self.kind
         if self.evalset is not None:
             out["evalset"] = str(self.evalset)
         if self.criterion:
@@ -265,8 +291,8 @@ def _grades_in(scope: QueueScope) -> QuerySet[HumanGrade]:
         grades = grades.filter(run__evalset_version__evalset_id=scope.evalset)
     if scope.criterion:
         grades = grades.filter(criterion=scope.criterion)
-    if scope.judge_model is not None or scope.prompt_version is not None:
-        scores = by_judge(conversation_scores(), scope.judge_model, scope.prompt_version)
+    if scope.judge_model is not None or scope.prompt_version is not None or scope.kind:
+        scores = by_kind(by_judge(conversation_scores(), scope.judge_model, scope.prompt_version), scope.kind)
         grades = grades.filter(Exists(scores.filter(result_id=OuterRef("result_id"), criterion=OuterRef("criterion"))))
     return grades
 
@@ -328,6 +354,7 @@ def sample_keys(scope: QueueScope, *, per_stratum: int = PER_STRATUM) -> list[tu
                     scope.criterion,
                     scope.judge_model,
                     scope.prompt_version,
+                    scope.kind,
                     per_stratum,
                 ]
             ).encode()
@@ -354,7 +381,7 @@ def _sample(scope: QueueScope, run_ids: list[int], per_stratum: int) -> list[tup
     )
     if scope.criterion:
         scores = scores.filter(criterion=scope.criterion)
-    scores = by_judge(scores, scope.judge_model, scope.prompt_version)
+    scores = by_kind(by_judge(scores, scope.judge_model, scope.prompt_version), scope.kind)
     rows = (
         scores.annotate(
             h=hashed,
@@ -379,6 +406,19 @@ def queue_keys(scope: QueueScope) -> tuple[list[tuple[int, str]], int]:
     return disagreements + sample, len(disagreements)
 
 
+@dataclass(frozen=True)
+class ItemSource:
+    """What an item is graded against, for the page to lay out: the result (its output and
+    case loaded), the run's config (trajectory settings), the criterion's evaluator group
+    ("trajectory" for the tool-call criteria) and the automatic score's justification."""
+
+    result: CaseResult
+    config: dict[str, Any]
+    family: str
+    justification: Any
+    score_error: str
+
+
 @dataclass
 class QueueItem:
     position: int  # 1-based in the queue
@@ -394,6 +434,7 @@ class QueueItem:
     disagreement: bool
     grades: list[GradeRow] = field(default_factory=list)
     mine: GradeRow | None = None
+    source: ItemSource | None = None
 
     @property
     def key(self) -> str:
@@ -462,6 +503,8 @@ def queue_page(
                 "evalset_id",
                 "evalset_name",
                 "response",
+                "justification",
+                "error",
             )
         ):
             key = (row["result_id"], row["criterion"])
@@ -474,6 +517,7 @@ def queue_page(
             .order_by("grader__username")
         ):
             grades.setdefault((grade.result_id, grade.criterion), []).append(grade)
+        results = _results(result_ids)
         for index, key in enumerate(chunk):
             if key not in found:
                 continue
@@ -494,9 +538,59 @@ def queue_page(
                     disagreement=start + index < disagreements,
                     grades=rows,
                     mine=next((g for g in rows if g.grader_id == getattr(user, "pk", None)), None),
+                    source=_source(results.get(key[0]), row),
                 )
             )
     return QueuePage(items, total, disagreements, number, pages, per_page)
+
+
+def _results(result_ids: list[int]) -> dict[int, CaseResult]:
+    """The results of a page with their outputs, cases and runs' configs: one query."""
+    return {
+        result.pk: result
+        for result in CaseResult.objects.filter(pk__in=result_ids)
+        .select_related("case", "run")
+        .only("pk", "output", "error", "run", "case", "run__config", *(f"case__{name}" for name in CASE_FIELDS))
+    }
+
+
+def _source(result: CaseResult | None, row: dict[str, Any]) -> ItemSource | None:
+    if result is None:
+        return None
+    config = result.run.config or {}
+    return ItemSource(
+        result=result,
+        config=config,
+        family=_families(json.dumps(config, sort_keys=True, default=str)).get(row["criterion"], ""),
+        justification=row["justification"],
+        score_error=row["error"] or "",
+    )
+
+
+def item_turns(source: ItemSource | None) -> list[dict[str, Any]]:
+    """The item's turns as the API gives them: the user's message, the expected and actual
+    final responses, and the step-aligned calls counted by kind (the page draws them)."""
+    if source is None:
+        return []
+    output, _ = result_output(source.result)
+    match_type, rules = trajectory_settings(source.config)
+    turns = []
+    for invocation, turn in turn_pairs(native_case(source.result.case), output):
+        expected = invocation.expected_final_response if invocation else None
+        alignment = align(invocation.expected_tool_trajectory if invocation else [],
+                          turn.tool_calls if turn else [], match_type, rules)
+        turns.append({
+            "user": invocation.user_content.get_text() if invocation else None,
+            "expected_response": expected.get_text() if expected is not None else None,
+            "actual_response": text_of(turn.final_response) if turn and turn.final_response is not None else None,
+            "tool_calls": {kind: alignment.count(kind) for kind in (MATCHED, ARGS_DIFFER, MISSING, UNEXPECTED)},
+        })
+    return turns
+
+
+@functools.lru_cache(maxsize=64)
+def _families(config: str) -> dict[str, str]:
+    return criterion_families(json.loads(config))
 
 
 def _item_scores() -> Any:
@@ -518,7 +612,8 @@ def queue_item(
     row = (
         _item_scores()
         .filter(result_id=result_id, criterion=criterion, run__project=scope.project)
-        .values("run_id", "passed", "score", "eval_id", "status", "evalset_id", "evalset_name", "response")
+        .values("run_id", "passed", "score", "eval_id", "status", "evalset_id", "evalset_name", "response",
+                "criterion", "justification", "error")
         .first()
     )
     if row is None:
@@ -544,4 +639,5 @@ def queue_item(
         disagreement=disagreement or len({g.passed for g in rows} | ({row["passed"]} - {None})) > 1,
         grades=rows,
         mine=next((g for g in rows if g.grader_id == getattr(user, "pk", None)), None),
+        source=_source(_results([result_id]).get(result_id), row),
     )

@@ -40,7 +40,7 @@ from django.db.models.functions import Least
 
 from evaluations.models import CaseResult, Comparison, Run, Score, ToolUsage
 from evaluations.review import comparison
-from evaluations.review.statistics import SIGNIFICANCE
+from evaluations.review import verdict as verdicts
 
 MIN_RUNS = 2
 MAX_RUNS = 8
@@ -233,8 +233,14 @@ class CriterionCell:
     ci_high: float | None = None
     p_value: float | None = None  # exact McNemar
     p_holm: float | None = None
-    significant: bool = False  # Holm-adjusted p < 0.05 and the delta interval excludes 0
+    significant: bool = False  # Holm-adjusted p < 0.05 and the delta interval excludes 0 (verdict.py)
     best: bool = False
+    n: int = 0  # paired cases the test saw
+    show_p: bool = False  # a p-value that is evidence of something (verdict.p_shown)
+
+    @property
+    def too_few(self) -> bool:
+        return self.delta is not None and self.n < verdicts.MIN_CASES
 
 
 @dataclass
@@ -282,9 +288,9 @@ def nway_summary(runs: list[Run], reference: Run, labels: list[str], *, compute:
             cell = CriterionCell(means.get((run.pk, name)))
             if test is not None:
                 cell.delta, cell.ci_low, cell.ci_high = test["delta"], test["ci_low"], test["ci_high"]
-                cell.p_value, cell.p_holm = test["p_value"], p_holm
-                cell.significant = (p_holm < SIGNIFICANCE and cell.ci_low is not None and cell.ci_high is not None
-                                    and (cell.ci_low > 0 or cell.ci_high < 0))
+                cell.p_value, cell.p_holm, cell.n = test["p_value"], p_holm, test["n"]
+                cell.show_p = verdicts.p_shown(test["judged"], test["pass_to_fail"], test["fail_to_pass"])
+                cell.significant = verdicts.pair_significant(test["n"], p_holm, cell.ci_low, cell.ci_high)
             by_run[run.pk] = cell
         by_run[reference.pk] = CriterionCell(means.get((reference.pk, name)))
         line.cells = [by_run[run.pk] for run in runs]

@@ -3,7 +3,7 @@ case's expectation. Selectors only: the proposal is shown in the case editor (or
 one step for a selection) and written by `evalsets.curation.evalset_edit`.
 
 A trace received on /v1/traces (`Trace` with `received=True`) is promoted the same way, by
-`proposed_case_from_trace`: each root span is a turn (as `runs.traces.turn_spans` reads
+`proposed_case_from_trace`: each root span is a turn (as `interop.otel.spans.turn_spans` reads
 them), whose user input, final answer and tool calls are read off its spans (below)."""
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from openinference.semconv.trace import MessageAttributes, SpanAttributes
 from pydantic import ValidationError
 
 from evaluations import safejson
 from evaluations.evalsets.curation import CASE_FIELDS, case_native
 from evaluations.evaluators.base import aligned_turns, text_of
+from evaluations.interop.otel.spans import LLM, SpanNode, derive, final_text, span_forest, turn_spans
+from evaluations.interop.otel.spans import Span as SpanModel
 from evaluations.models import CaseResult, EvalCase, EvalSetVersion, Run, Span, Trace
-from evaluations.runs.traces import LLM, SpanNode, derive, final_text, span_forest, turn_spans
-from evaluations.runs.traces import Span as SpanModel
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import AgentOutput
 
@@ -104,7 +105,7 @@ MAX_TRACE_SPANS = 5_000  # a proposal reads at most this many spans (the trace p
 
 
 def trace_span_models(trace: Trace) -> list[SpanModel]:
-    """The stored spans of a received trace as `runs.traces.Span` models (one query)."""
+    """The stored spans of a received trace as `interop.otel.spans.Span` models (one query)."""
     spans = []
     rows = (Span.objects.filter(trace_id=trace.pk).order_by("start_ns", "pk")
             .values_list("span_id", "parent_span_id", "name", "start_ns", "end_ns", "status", "attributes"))
@@ -149,12 +150,12 @@ def _last_user_message(messages: Any) -> str | None:
 def _flattened_user_message(attrs: dict[str, Any]) -> str | None:
     """OpenInference's flattened `llm.input_messages.<i>.message.role|content`: the last user one."""
     found: dict[int, dict[str, Any]] = {}
-    prefix = "llm.input_messages."
+    prefix = SpanAttributes.LLM_INPUT_MESSAGES + "."
     for key, value in attrs.items():
         if key.startswith(prefix):
-            index, _, field = key[len(prefix):].partition(".message.")
-            if index.isdigit() and field in ("role", "content"):
-                found.setdefault(int(index), {})[field] = value
+            index, dot, field = key[len(prefix):].partition(".")
+            if index.isdigit() and dot and field in (MessageAttributes.MESSAGE_ROLE, MessageAttributes.MESSAGE_CONTENT):
+                found.setdefault(int(index), {})[field.rpartition(".")[2]] = value
     for number in sorted(found, reverse=True):
         if found[number].get("role") == "user" and isinstance(found[number].get("content"), str):
             return str(found[number]["content"])
@@ -166,7 +167,7 @@ def user_input(span: SpanModel) -> str | None:
     last user message of a JSON message list), its flattened `llm.input_messages`, or GenAI
     `gen_ai.input.messages` (the last user message's text parts) / the older `gen_ai.prompt`."""
     attrs = span.attributes
-    value = attrs.get("input.value")
+    value = attrs.get(SpanAttributes.INPUT_VALUE)
     if isinstance(value, str) and value:
         text = value.strip()
         if text.startswith(("{", "[")):
@@ -186,7 +187,7 @@ def _llm_output(span: SpanModel) -> str | None:
     text = final_text(span)
     if text not in (None, ""):
         return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
-    content = attrs.get("llm.output_messages.0.message.content")
+    content = attrs.get(f"{SpanAttributes.LLM_OUTPUT_MESSAGES}.0.{MessageAttributes.MESSAGE_CONTENT}")
     return content if isinstance(content, str) and content else None
 
 

@@ -8,15 +8,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from django.db.models import Count
 from django.urls import reverse
 from pydantic import ValidationError
 
 from evaluations.evaluators.diffing import ArgRules
 from evaluations.evaluators.trajectory import AdkTrajectoryOptions, TrajectoryOptions
-from evaluations.models import Project, Run
+from evaluations.models import ComparisonCase, Project, Run
 from evaluations.review import comparison
-from evaluations.review.baselines import baseline_choice, mismatches
-from evaluations.review.comparison import IMPROVED, REGRESSED, CaseRow, comparison_source, stored_counts
+from evaluations.review.baselines import baseline_choice, baseline_label, branch_difference, mismatches, unlike_warning
+from evaluations.review.comparison import FLAKY, IMPROVED, MIXED, REGRESSED, CaseRow, comparison_source, stored_counts
 from evaluations.runs import listing as run_listing
 from evaluations.runs.listing import HomePage
 from evaluations.schemas.evalset import EvalConfig, MatchType
@@ -116,16 +117,39 @@ def trajectory_settings(config: dict[str, Any]) -> tuple[MatchType, ArgRules]:
 
 
 def home_page(*, project: Project) -> HomePage:
-    """The home page's runs (`runs.listing.home_page`), each eval set's latest completed run
-    linked to its comparison with the default baseline: one more query."""
+    """The home page's runs (`runs.listing.home_page`), each branch's latest completed run
+    linked to its comparison with the default baseline (named in words), and how many cases
+    are newly flaky there (flaky in the candidate, not already mixed in the baseline; one
+    GROUP BY over the stored comparisons' case rows)."""
     page = run_listing.home_page(project=project)
-    completed = {t.latest.pk for t in page.trends if t.latest.status == Run.Status.COMPLETED}
+    completed = {b.latest.pk for b in page.rows if b.latest.status == Run.Status.COMPLETED}
     if not completed:
         return page
     latest = {run.pk: run for run in Run.objects.filter(pk__in=completed)
               .select_related("evalset_version__evalset__baseline_run")}
-    return replace(page, trends=[replace(t, vs=baseline_link(latest[t.latest.pk])) if t.latest.pk in latest else t
-                                 for t in page.trends])
+    links = {pk: baseline_link(run) for pk, run in latest.items()}
+    flaky = _new_flaky({(link.baseline_pk, link.candidate_pk) for link in links.values() if link is not None})
+    trends = []
+    for t in page.trends:
+        branches = []
+        for b in t.branches:
+            link = links.get(b.latest.pk)
+            if link is not None:
+                link = replace(link, new_flaky=flaky.get((link.baseline_pk, link.candidate_pk), 0))
+            branches.append(replace(b, vs=link))
+        trends.append(replace(t, default=branches[0], others=branches[1:]))
+    return replace(page, trends=trends)
+
+
+def _new_flaky(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """(baseline, candidate) -> cases flaky in the candidate that were not in the baseline."""
+    if not pairs:
+        return {}
+    rows = (ComparisonCase.objects.filter(comparison__candidate_id__in={c for _, c in pairs}, status=FLAKY,
+                                          candidate_outcome=MIXED)
+            .exclude(baseline_outcome=MIXED).order_by()
+            .values_list("comparison__baseline_id", "comparison__candidate_id").annotate(n=Count("pk")))
+    return {(b, c): n for b, c, n in rows if (b, c) in pairs}
 
 
 @dataclass(frozen=True)
@@ -140,6 +164,14 @@ class BaselineLink:
     regressions: int | None  # None while either run is still going
     improvements: int | None
     pass_rate_delta: float | None  # candidate - baseline, as a fraction
+    label: str = ""  # "vs #12 · main · pinned" (baselines.baseline_label)
+    branch_note: str = ""  # "feat/x compared with main", said once and calmly
+    new_flaky: int | None = None  # home adds it
+
+    @property
+    def warning(self) -> str:
+        """"⚠ not like for like: model a → b", or "" (branches alone do not warn)."""
+        return unlike_warning(self.mismatches)
 
     @property
     def url(self) -> str:
@@ -172,4 +204,7 @@ def baseline_link(candidate: Run) -> BaselineLink | None:
         regressions, improvements = counts.get(REGRESSED, 0), counts.get(IMPROVED, 0)
     before, after = _pass_rate(baseline), _pass_rate(candidate)
     return BaselineLink(candidate.pk, baseline.pk, choice.reason, tuple(mismatches(baseline, candidate)),
-                        regressions, improvements, None if before is None or after is None else after - before)
+                        regressions, improvements, None if before is None or after is None else after - before,
+                        label=baseline_label(baseline_pk=baseline.pk, baseline_branch=baseline.branch,
+                                             reason=choice.reason),
+                        branch_note=branch_difference(baseline, candidate))

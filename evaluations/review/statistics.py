@@ -202,17 +202,3 @@ def bootstrap_mean_ci(values: Sequence[float], *, resamples: int = RESAMPLES, co
     low = means[min(len(means) - 1, int(tail * len(means)))]
     high = means[max(0, math.ceil((1.0 - tail) * len(means)) - 1)]
     return low, high
-
-
-def interval_verdict(low: float | None, high: float | None, deltas: Sequence[float]) -> str:
-    if low is None or high is None:
-        return "not enough data"
-    if all(d == 0 for d in deltas):
-        return "no change"
-    return "likely real" if low > 0 or high < 0 else "could be noise"
-
-
-def flips_verdict(b: int, c: int, p_value: float) -> str:
-    if b + c == 0:
-        return "no flips"
-    return "likely real" if p_value < SIGNIFICANCE else "could be noise"

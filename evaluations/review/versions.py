@@ -24,7 +24,7 @@ from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.evalset import Invocation, MatchType, MessageContent
 
 DIFF_PAGE_SIZE = 50
-_CASE_ONLY_FIELDS = ("name", "metadata", "session_input", "conversation_scenario", "rubrics", "criteria")
+_CASE_ONLY_FIELDS = ("name", "description", "metadata", "session_input", "conversation_scenario", "rubrics", "criteria")
 
 
 @dataclass(frozen=True)

@@ -13,27 +13,30 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from evaluations.bulk import insert_rows
-from evaluations.evalsets.formats.base import gc_paused
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
 from evaluations.evaluators.runnable import NOT_RUNNABLE, is_custom_uipath, not_runnable_reason
+from evaluations.interop.base import gc_paused
 from evaluations.models import (
     CaseResult,
     EvalCase,
     Run,
+    RunBatch,
     Score,
     Span,
     ToolUsage,
     Trace,
 )
+from evaluations.runs import queue
 from evaluations.runs.exports import case_native_dict
 from evaluations.runs.loading import PendingResult, load_pending
 from evaluations.runs.summary import run_summary
@@ -86,14 +89,51 @@ UPLOADED_CHUNK_FLOOR = 10  # uploaded outputs: the smallest chunk a slow judge s
 STORED_OUTPUTS = frozenset({Run.TargetKind.UPLOADED, Run.TargetKind.TRACES})
 
 
-def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
+# A batch that loses its database connection (a backend terminated, PostgreSQL restarted, a
+# network blip) starts again after these pauses, on a new connection: settled results stay
+# settled and the rest are still pending, so a retry writes each result once. Past the last
+# pause the task fails and the batch's lease (resume_stalled_runs) takes over.
+RECONNECT_PAUSES = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def run_batch(run_id: int, first_pk: int, last_pk: int, batch_id: int | None = None, claim: str | None = None) -> int:
     """Execute the pending results of a run with pk in [first_pk, last_pk].
 
     Safe to run twice, or twice at once: only results still pending under the row lock are
     written, scores and status in one transaction. Returns how many results it settled.
+    A lost database connection is retried here (RECONNECT_PAUSES) instead of failing the task.
+    `batch_id`: its RunBatch on the task queue (evaluations/runs/queue.py), whose lease it
+    renews and whose place it hands on when it ends; None when run outside the queue.
+    `claim`: when the queue sent this task (queue._send). A task whose claim is no longer its
+    batch's (the watchdog sent the batch again; a broker handed a dead worker's task out
+    again) stops before its next chunk and leaves the batch to the task that holds it.
     """
+    for attempt, pause in enumerate((*RECONNECT_PAUSES, None)):
+        try:
+            # after a retry: what the last attempt settled
+            return _run_batch_once(run_id, first_pk, last_pk, batch_id, queue.claim_of(claim))
+        except (OperationalError, InterfaceError) as exc:
+            # Inside the caller's transaction (the CLI's single-threaded path) there is
+            # nothing to retry on: that transaction is lost with its connection.
+            if pause is None or connection.in_atomic_block:
+                raise
+            log.warning("run %s batch %s-%s: lost the database connection (%s); retrying in %.1fs (attempt %s)",
+                        run_id, first_pk, last_pk, str(exc).strip()[:200], pause, attempt + 2)
+            connection.close()  # the next query opens a new one
+            time.sleep(pause)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | None,
+                    claim: datetime | None = None) -> int:
+    owner = f"{socket.gethostname()}:{os.getpid()}"  # who holds the lease: for logs and tests
+    if not queue.batch_heartbeat(batch_id, owner, claim):
+        log.info("run %s batch %s: queued again since this task was sent; left to the task that holds it",
+                 run_id, batch_id)
+        return 0
     run = Run.objects.filter(pk=run_id).first()
     if run is None or run.status != Run.Status.RUNNING:
+        queue.batch_done(run_id, batch_id)  # cancelled, or finished by a twin: its place goes to another run
         return 0
     config = EvalConfig.model_validate(run.config)
     evaluators = _build_evaluators(config)
@@ -104,10 +144,11 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
         .order_by("pk").values_list("pk", flat=True)
     )
     settled = 0
-    owner = f"{socket.gethostname()}:{os.getpid()}"  # who holds the lease: for logs and tests
     # Not inside the caller's transaction (the CLI's single-threaded path): a second
     # connection would wait on that transaction's write lock on SQLite.
-    keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner)
+    keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner, batch_id, claim)
+    slice_ends = time.monotonic() + settings.EVALSITE_SLICE_SECONDS
+    yielded = False
     try:
         floor = _chunk_floor(target)
         # uploaded outputs have no agent to wait for: start at full chunks (a slow judge
@@ -122,6 +163,10 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
                 alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists()
             if not alive:
                 break  # cancelled (or finished by a twin)
+            if (claim is not None and batch_id is not None and start
+                    and not RunBatch.objects.filter(pk=batch_id, queued_at=claim).exists()):
+                log.info("run %s batch %s: queued again while this task worked; it stops here", run_id, batch_id)
+                return settled  # the batch is another task's now: neither done nor handed on by this one
             part = pending[start:start + size]
             began = time.monotonic()
             with gc_paused():  # the chunk's cases, outputs and scores: freed by reference counting
@@ -129,6 +174,11 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
             start += len(part)
             per_result = (time.monotonic() - began) / len(part)
             size = ceiling if per_result <= 0 else max(floor, min(ceiling, int(CHUNK_SECONDS / per_result)))
+            if (batch_id is not None and start < len(pending) and time.monotonic() >= slice_ends
+                    and queue.others_waiting(run_id)):
+                queue.batch_yield(run_id, batch_id, pending[start])  # another run's turn (queue.py)
+                yielded = True
+                break
     finally:
         if keeper is not None:
             keeper.stop()
@@ -136,19 +186,23 @@ def run_batch(run_id: int, first_pk: int, last_pk: int) -> int:
             close = getattr(target, "close", None)
             if close:
                 close()
+    if not yielded:
+        queue.batch_done(run_id, batch_id)
     run_finish(run_id)
     return settled
 
 
 class _LeaseKeeper:
-    """Renews a run's heartbeat every third of the lease from a thread of its own, for as
-    long as a batch works on the run. A chunk of cases against a slow agent (timeouts times
+    """Renews a run's heartbeat, and its batch's, every third of the lease from a thread of
+    its own, for as long as the batch works. A chunk of cases against a slow agent (timeouts times
     retries) can outlast the lease; without this the watchdog would take the worker for
     dead and queue the same cases again, and the agent would be asked twice."""
 
-    def __init__(self, run_id: int, owner: str) -> None:
+    def __init__(self, run_id: int, owner: str, batch_id: int | None, claim: datetime | None = None) -> None:
         self.run_id = run_id
         self.owner = owner
+        self.batch_id = batch_id
+        self.claim = claim
         self.every = max(0.5, settings.EVALSITE_LEASE_SECONDS / 3)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"evalsite-lease-{run_id}", daemon=True)
@@ -162,6 +216,7 @@ class _LeaseKeeper:
                 try:
                     Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).update(
                         heartbeat_at=timezone.now(), lease_owner=self.owner)
+                    queue.batch_heartbeat(self.batch_id, self.owner, self.claim)
                 except DatabaseError as exc:  # the database is away; the batch itself will notice
                     log.warning("run %s: could not renew the lease: %s", self.run_id, exc)
                     connection.close()
@@ -236,7 +291,7 @@ def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator |
         for r in results:
             outputs[r.pk] = r.stored_output()
 
-    from evaluations.runs.traces import apply_trace
+    from evaluations.interop.otel.spans import apply_trace
 
     evaluated: list[tuple[PendingResult, AgentOutput, list[ScoreResult]]] = []
     for r in results:
@@ -349,7 +404,7 @@ def _traces(output: AgentOutput) -> list[tuple[dict[str, Any], list[dict[str, An
     A trace that cannot be read was already reported by the outputs reader; none is kept."""
     if not output.trace:
         return []
-    from evaluations.runs.traces import TraceError, summarize
+    from evaluations.interop.otel.spans import TraceError, summarize
 
     try:
         summaries = summarize(output.trace)
@@ -443,6 +498,7 @@ def run_finish(run_id: int) -> bool:
         done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
             status=Run.Status.COMPLETED, summary=summary, finished_at=finished_at))
         if done:
+            RunBatch.objects.filter(run_id=run_id).delete()  # none should be left; none may linger
             run.status, run.finished_at = Run.Status.COMPLETED, finished_at
             for completion in completions:
                 if completion.store is not None:

@@ -24,13 +24,14 @@ from evaluations.schemas.report import (
     MetricRecord,
 )
 
-CASE_FIELDS = ("eval_id", "name", "conversation", "session_input", "metadata", "tags",
+CASE_FIELDS = ("eval_id", "name", "description", "conversation", "session_input", "metadata", "tags",
                "conversation_scenario", "rubrics", "criteria")
 
 
 def case_native_dict(case: EvalCase) -> dict[str, Any]:
-    """The native EvalCase JSON of a stored case (the same dict the import dumped)."""
-    return {field: getattr(case, field) for field in CASE_FIELDS}
+    """The native EvalCase JSON of a stored case (the same dict the import dumped: no
+    description when it has none)."""
+    return {field: getattr(case, field) for field in CASE_FIELDS if field != "description" or case.description}
 
 
 def version_native_chunks(version: EvalSetVersion, *, chunk_cases: int = 500) -> Iterator[str]:

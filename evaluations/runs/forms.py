@@ -18,8 +18,8 @@ from django import forms
 from pydantic import BaseModel, ValidationError
 
 from evaluations import safejson
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile
-from evaluations.evalsets.formats import check_size as check_upload_size
+from evaluations.interop import EvalSetImportError, SourceFile
+from evaluations.interop import check_size as check_upload_size
 from evaluations.models import EvalSetVersion, EvaluationConfig, Run
 from evaluations.runs.selectors import DEMO_CALLABLE
 from evaluations.runs.targets.http import HttpTargetSpec
@@ -86,7 +86,8 @@ class NewRunForm(forms.Form):
                                   label="Config JSON (AgentFlow EvalConfig)")
     target_kind = forms.ChoiceField(choices=TARGET_KINDS, initial="demo", widget=forms.RadioSelect, label="Target")
     outputs_file = forms.FileField(required=False, allow_empty_file=True, label="Outputs file",
-                                   help_text="JSON, JSONL or an ADK result file: one object per case and iteration.")
+                                   help_text="JSON, JSONL, an ADK result file or an Inspect AI eval log: one object "
+                                             "per case and iteration.")
     http_url = forms.CharField(required=False, label="URL", max_length=2000)
     http_headers = forms.CharField(required=False, label="Headers",
                                    widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
@@ -210,7 +211,7 @@ class NewRunForm(forms.Form):
             return {}
 
     def _outputs(self, upload: Any) -> Any:
-        from evaluations.runs.targets.uploaded import read_outputs
+        from evaluations.interop.outputs import read_outputs
 
         if upload is None:
             self.add_error("outputs_file", "Choose the outputs file.")

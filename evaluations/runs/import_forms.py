@@ -11,7 +11,8 @@ class ResultsImportForm(forms.Form):
     file = forms.FileField(
         label="Results file", allow_empty_file=True,  # the import service names the empty file itself
         help_text="ADK .evalset_result.json (.adk/eval_history), a DeepEval / Confident AI test run, an AgentFlow "
-                  "EvalReport, or UiPath `uipath eval --output-file` results (JSON).")
+                  "EvalReport, UiPath `uipath eval --output-file` results (JSON), promptfoo's "
+                  "`promptfoo eval -o results.json` (JSON), or an Inspect AI eval log (.eval or .json).")
     evalset = forms.ModelChoiceField(
         queryset=EvalSet.objects.none(), required=False, label="Eval set",
         empty_label="From the file (created from its cases, else the eval set it names)")

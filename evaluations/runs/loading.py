@@ -22,8 +22,8 @@ from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import AgentOutput
 from evaluations.schemas.text import nul_free
 
-# The case's JSON columns (CASE_FIELDS less the two text ones), in CASE_FIELDS order.
-_JSON_FIELDS = [f for f in CASE_FIELDS if f not in ("eval_id", "name")]
+# The case's JSON columns (CASE_FIELDS less the text ones), in CASE_FIELDS order.
+_JSON_FIELDS = [f for f in CASE_FIELDS if f not in ("eval_id", "name", "description")]
 
 
 @dataclass(slots=True)
@@ -55,15 +55,15 @@ def load_pending(pks: Sequence[int], *, with_output: bool) -> list[PendingResult
     text = "::text" if connection.vendor == "postgresql" else ""
     columns = ", ".join(f"c.{connection.ops.quote_name(f)}{text}" for f in _JSON_FIELDS)
     output = f"r.output{text}" if with_output else "NULL"
-    sql = (f"SELECT r.id, r.iteration, {output}, c.eval_id, c.name, {columns} "  # noqa: S608 - names from the models
+    sql = (f"SELECT r.id, r.iteration, {output}, c.eval_id, c.name, c.description, {columns} "  # noqa: S608 - names from the models
            f"FROM {CaseResult._meta.db_table} r JOIN {EvalCase._meta.db_table} c ON c.id = r.case_id "
            f"WHERE r.id IN ({', '.join(['%s'] * len(pks))}) AND r.status = %s ORDER BY r.id")
     with connection.cursor() as cursor:
         cursor.execute(sql, [*pks, CaseResult.Status.PENDING])
         rows = cursor.fetchall()
     loaded = []
-    for pk, iteration, output_text, eval_id, name, *values in rows:
-        parts = [f'"eval_id":{json.dumps(eval_id)},"name":{json.dumps(name)}']
+    for pk, iteration, output_text, eval_id, name, description, *values in rows:
+        parts = [f'"eval_id":{json.dumps(eval_id)},"name":{json.dumps(name)},"description":{json.dumps(description)}']
         parts += [f'"{field}":{value if value is not None else "null"}' for field, value in zip(
             _JSON_FIELDS, values, strict=True)]
         case_text = "{" + ",".join(parts) + "}"

@@ -21,7 +21,7 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 
 from evaluations.evaluators.base import Level
-from evaluations.models import CaseResult, Run, Score
+from evaluations.models import CaseResult, ResultCause, Run, Score
 from evaluations.ordering import ordered_keys
 from evaluations.paging import Counted
 from evaluations.runs.selectors import (
@@ -48,6 +48,7 @@ class ResultFilters:
     q: str = ""
     sort: str = ""  # eval_id, status, latency or score.<criterion>; "-" first for descending
     page: Any = 1
+    cause: int | None = None  # a RunCause of the run (evaluations.review.causes)
 
     @classmethod
     def from_query(cls, query: Any, criteria: list[str]) -> ResultFilters:
@@ -62,11 +63,17 @@ class ResultFilters:
             q=query.get("q", "").strip(),
             sort=sort if sort.lstrip("-") in sort_keys(criteria) else "",
             page=query.get("page", 1),
+            cause=_cause_id(query.get("cause", "")),
         )
 
     @property
     def active(self) -> bool:
-        return bool(self.status or self.tag or self.criterion or self.q)
+        return bool(self.status or self.tag or self.criterion or self.q or self.cause)
+
+
+def _cause_id(value: Any) -> int | None:
+    text = str(value or "").strip()
+    return int(text) if text.isdigit() and 0 < int(text) < 2**63 else None
 
 
 def sort_keys(criteria: list[str]) -> list[str]:
@@ -146,6 +153,9 @@ def filtered_results(run: Run, filters: ResultFilters) -> QuerySet[CaseResult]:
     if filters.criterion:
         results = results.filter(Exists(conversation_scores(run).filter(
             result=OuterRef("pk"), criterion=filters.criterion, passed=False)))
+    if filters.cause is not None:  # a cause of another run keeps nothing
+        results = results.filter(Exists(ResultCause.objects.filter(
+            cause_id=filters.cause, cause__cause_set__run_id=run.pk, result_id=OuterRef("pk"))))
     return results
 
 

@@ -28,6 +28,7 @@ from evaluations.evaluators.base import Level
 from evaluations.models import CaseResult, EvalSetVersion, EvaluationConfig, Project, Run, Score
 from evaluations.ordering import summary_in_order
 from evaluations.runs.chart_data import SCORE_BINS, ScoreBins, TagRate, nice_step
+from evaluations.runs.engine import STORED_OUTPUTS
 from evaluations.schemas.evalset import EvalConfig
 from evaluations.units import fmt_seconds
 
@@ -137,6 +138,13 @@ class RunView:
     @property
     def can_retry(self) -> bool:
         return not self.is_active and (self.progress.failed + self.progress.errored) > 0
+
+    @property
+    def retry_changes_nothing(self) -> bool:
+        """A finished run of stored outputs (uploaded, or traces received) would score the same
+        outputs the same way again: the page does not offer a retry that only looks useful.
+        A cancelled one still has pending results that a retry finishes."""
+        return self.target_kind in STORED_OUTPUTS and self.status != Run.Status.CANCELLED
 
 
 def target_label(kind: str, target: dict[str, Any]) -> str:

@@ -5,14 +5,21 @@ How a run survives failures:
   touches results that are still `pending`, and it marks them done in the same transaction
   that writes their scores, under a row lock: a task that runs twice, or two copies of one
   task, write each result exactly once.
-- The run's `heartbeat_at` is renewed as batches progress. A run whose heartbeat is older
-  than the lease while results are still pending has lost its work (a worker killed with
-  SIGKILL, a Redis broker that dropped the task, a whole cluster restarted): the
-  `resume_stalled_runs` schedule re-enqueues its pending results, whatever the broker.
-- While a batch works, a thread keeps renewing the heartbeat, so a slow agent or judge
-  does not pass for a dead worker (which would queue the same work again). A run whose
-  batches are still waiting in the broker, behind other runs, is not stalled either: the
-  watchdog leaves it alone instead of piling copies of its tasks onto the queue.
+- A batch that loses its database connection starts again on a new one after a short
+  pause (engine.RECONNECT_PAUSES), so a database restart costs seconds, not a lease.
+- Each batch on the queue has a lease of its own (models.RunBatch, runs/queue.py), renewed
+  as it works. A batch whose heartbeat is older than the lease has lost its worker (killed
+  with SIGKILL, a cluster restarted) and one handed to the broker a lease ago that is
+  neither there nor taken was dropped (a Redis broker's task lost with its cluster): the
+  `resume_stalled_runs` schedule queues that batch again, whatever the broker, while the
+  run's other batches go on.
+- While a batch works, a thread keeps renewing its heartbeat, so a slow agent or judge
+  does not pass for a dead worker (which would queue the same work again). A batch still
+  waiting in the broker, behind other runs, is not lost either: the watchdog leaves it
+  alone instead of piling copies of its task onto the queue.
+- Runs share the queue fairly: a run has at most EVALSITE_RUN_WINDOW batches in the broker,
+  and a batch that has worked EVALSITE_SLICE_SECONDS yields to another run's waiting batch
+  (runs/queue.py).
 - Counters only ever change with F() expressions, by the number of rows a conditional
   update actually moved.
 """
@@ -29,9 +36,9 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from evaluations.evalsets.formats.base import gc_paused
 from evaluations.evaluators import get_evaluator_class
 from evaluations.evaluators.runnable import is_custom_uipath
+from evaluations.interop.base import gc_paused
 from evaluations.models import (
     CaseResult,
     EvalCase,
@@ -39,11 +46,13 @@ from evaluations.models import (
     EvaluationConfig,
     Project,
     Run,
+    RunBatch,
     Score,
     ToolUsage,
     Trace,
 )
 from evaluations.ordering import config_in_order
+from evaluations.runs import queue
 from evaluations.runs.engine import STORED_OUTPUTS, executemany
 from evaluations.runs.engine import native_case as native_case  # re-exported: the runs API
 from evaluations.runs.engine import run_batch as run_batch
@@ -223,9 +232,8 @@ def _batches(pks: list[int]) -> Iterable[tuple[int, int]]:
 
 
 def run_enqueue(run_id: int) -> int:
-    """Queue a task per batch of the run's pending results; returns how many."""
-    from django_q.tasks import async_task
-
+    """Split the run's pending results into batches and queue as many as its window takes
+    (the rest follow as those end, runs/queue.py); returns how many batches there are."""
     now = timezone.now()
     Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(status=Run.Status.RUNNING, started_at=now)
     Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(heartbeat_at=now)
@@ -234,11 +242,10 @@ def run_enqueue(run_id: int) -> int:
     if not pks:
         run_finish(run_id)
         return 0
-    count = 0
-    for first, last in _batches(pks):
-        async_task("evaluations.tasks.run_batch", run_id, first, last, group=f"run-{run_id}")
-        count += 1
-    return count
+    ranges = list(_batches(pks))
+    queue.batches_create(run_id, ranges)
+    queue.batches_dispatch(run_id)
+    return len(ranges)
 
 
 def run_execute_here(run_id: int, *, workers: int = 1, progress: Any = None) -> Run:
@@ -339,6 +346,7 @@ def run_cancel(*, run: Run, user: Any = None) -> bool:
     cancelled = bool(Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
                      .update(status=Run.Status.CANCELLED, finished_at=timezone.now()))
     if cancelled:
+        RunBatch.objects.filter(run=run).delete()  # a batch in hand stops at its next chunk
         # After the run row is released (a batch writing right now holds result rows and
         # waits for the run row, see `_write`), and with the rows locked in pk order first,
         # the order that batch locks them in: either way round would deadlock.
@@ -389,34 +397,61 @@ def run_retry_failed(*, run: Run, user: Any = None) -> int:
 
 
 def resume_stalled_runs() -> list[int]:
-    """Re-enqueue the pending work of runs whose heartbeat went stale (see the module doc),
-    unless batches of theirs are still waiting in the broker. Scheduled every minute (and
-    run by `up --team`'s watchdog); also safe to call by hand."""
+    """Queue again the work that stopped (see the module doc): per batch, a batch whose
+    worker went silent for a lease, or that the broker lost; per run, a run queued a lease
+    ago that never got its batches, and a run whose batches all wait for a turn that nothing
+    will give them (the batch that was to hand it on failed). Batches still waiting in the
+    broker are left alone. Scheduled every minute (and run by `up --team`'s watchdog); also
+    safe to call by hand. Returns the runs it resumed."""
     lease = settings.EVALSITE_LEASE_SECONDS  # no progress for this long, with work pending
     stale = timezone.now() - timedelta(seconds=lease)
+    resumed: set[int] = set()
+    lost = list(RunBatch.objects.filter(run__status=Run.Status.RUNNING, queued_at__lt=stale)
+                .filter(Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True)))
     # A queued run of received traces is waiting for them, not stalled: it is queued when
     # the last case's trace arrives or its deadline passes (evaluations/ingest/runs.py).
-    candidates = list(Run.objects.filter(
+    unbatched = list(Run.objects.filter(
         Q(status=Run.Status.RUNNING) & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
+        & ~Q(pk__in=RunBatch.objects.values("run_id"))
         | Q(status=Run.Status.QUEUED, created_at__lt=stale) & ~Q(target_kind=Run.TargetKind.TRACES)
     ).values_list("pk", flat=True))
-    if not candidates:
+    idle = list(Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale,
+                                   pk__in=RunBatch.objects.values("run_id"))
+                .exclude(pk__in=RunBatch.objects.filter(queued_at__isnull=False).values("run_id"))
+                .values_list("pk", flat=True))
+    if not (lost or unbatched or idle):
         return []
-    waiting = queued_run_ids()
-    resumed = []
-    for run_id in candidates:
-        if run_id in waiting:
+    waiting_runs, waiting_batches = queued_work()
+    for batch in lost:
+        if batch.heartbeat_at is None and batch.pk in waiting_batches:
             continue  # queued behind other work, not lost
+        log.warning("run %s: %s lost its worker or its task (no heartbeat for %ss); queuing it again",
+                    batch.run_id, batch, lease)
+        if queue.batch_requeue(batch):
+            resumed.add(batch.run_id)
+    for run_id in unbatched:
+        if run_id in waiting_runs:
+            continue  # tasks queued before batches had leases: behind other work, not lost
         log.warning("run %s: no progress for %ss, re-enqueueing its pending work", run_id, lease)
         run_enqueue(run_id)
-        resumed.append(run_id)
-    return resumed
+        resumed.add(run_id)
+    for run_id in idle:
+        if queue.batches_dispatch(run_id):
+            log.warning("run %s: its batches waited %ss for a turn; queued them", run_id, lease)
+            resumed.add(run_id)
+    return sorted(resumed)
 
 
 def queued_run_ids() -> set[int]:
-    """Runs with a batch task waiting in the broker: not yet handed to a cluster. (A task a
-    cluster holds is not here: if that cluster died, the task is lost to Redis, and back
-    only after `retry` seconds on the ORM broker, so the watchdog must not count on it.)"""
+    """Runs with a batch task waiting in the broker (see `queued_work`)."""
+    return queued_work()[0]
+
+
+def queued_work() -> tuple[set[int], set[int]]:
+    """Runs, and RunBatch ids, with a batch task waiting in the broker: not yet handed to a
+    cluster. (A task a cluster holds is not here: if that cluster died, the task is lost to
+    Redis, and back only after `retry` seconds on the ORM broker, so the watchdog must not
+    count on it.)"""
     from django_q.brokers import get_broker
     from django_q.signing import SignedPackage
 
@@ -428,13 +463,16 @@ def queued_run_ids() -> set[int]:
                         .filter(key=broker.list_key, lock__lte=timezone.now()).values_list("payload", flat=True))
     else:
         payloads = broker.connection.lrange(broker.list_key, 0, -1)
-    ids = set()
+    runs, batches = set(), set()
     for payload in payloads:
         try:
             task = SignedPackage.loads(payload)
         except Exception:  # signed with another key, or not ours: a cluster will drop it
             log.debug("a queued task that cannot be read", exc_info=True)
             continue
-        if task.get("func") == "evaluations.tasks.run_batch" and task.get("args"):
-            ids.add(int(task["args"][0]))
-    return ids
+        args = task.get("args")
+        if task.get("func") == queue.TASK and args:
+            runs.add(int(args[0]))
+            if len(args) > 3 and args[3] is not None:
+                batches.add(int(args[3]))
+    return runs, batches

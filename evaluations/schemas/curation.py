@@ -12,6 +12,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_CHANGES = 10_000
+# What the API's case reads add to a native case (`GET .../cases/`, a case's detail): a case
+# read can be sent back in a `put` as it is; these are ignored, any other unknown key refused.
+READ_ONLY_CASE_FIELDS = frozenset({"id", "position", "turn_count", "tool_call_count", "project", "evalset",
+                                   "version"})
 MAX_NOTE = 2_000
 
 
@@ -20,7 +24,8 @@ class _Change(BaseModel):
 
 
 class PutCase(_Change):
-    """Add a case (`eval_id` empty) or replace the case `eval_id` (it may be renamed)."""
+    """Add a case (`eval_id` empty) or replace the case `eval_id` (it may be renamed). The
+    read-only fields of a case read from the API (`READ_ONLY_CASE_FIELDS`) are ignored."""
 
     op: Literal["put"]
     eval_id: str | None = None

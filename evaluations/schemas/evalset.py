@@ -21,7 +21,7 @@ import json
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from evaluations.schemas.text import without_nul
 
@@ -110,12 +110,33 @@ class Invocation(_Native):
     expected_final_response: MessageContent | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     rubrics: list[Rubric] = Field(default_factory=list)  # extension: ADK invocation rubrics
+    # AgentFlow 0.10's graph nodes expected in this turn, in order (`node_order` scores them).
+    # Left out of the dump when empty, so content written before it hashes as it did.
+    expected_node_order: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class SessionInput(_Native):
+    """The session a case starts in, in either of AgentFlow's shapes: the documented one
+    (`thread_id`, `config`, `initial_state`) or the one 10xscale-agentflow 0.10 writes (`app_name`,
+    `user_id`, `state`, `config`). It is written back in the shape it was read in."""
+
     thread_id: str | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     initial_state: dict[str, Any] = Field(default_factory=dict)
+    app_name: str | None = None
+    user_id: str | None = None
+    state: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _in_the_shape_read(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.app_name is None and self.user_id is None and self.state is None:
+            for name in ("app_name", "user_id", "state"):
+                data.pop(name, None)
+        elif self.thread_id is None and not self.initial_state:
+            data.pop("thread_id", None)
+            data.pop("initial_state", None)
+        return data
 
 
 class ConversationScenario(_Native):
@@ -131,6 +152,8 @@ class ConversationScenario(_Native):
 class EvalCase(_Native):
     eval_id: str
     name: str = ""
+    # AgentFlow 0.10 writes one; left out of the dump when empty (content hashes unchanged).
+    description: str = Field(default="", exclude_if=lambda v: not v)
     conversation: list[Invocation] = Field(default_factory=list)
     session_input: SessionInput | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

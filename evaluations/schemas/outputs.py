@@ -1,4 +1,4 @@
-"""What an agent produced for one case and iteration: the outputs format (README, "Targets").
+"""What an agent produced for one case and iteration: the outputs format (docs/runs.md, "Targets").
 
 Uploaded outputs (API, CLI `--outputs`, page) are read into these models; the HTTP and
 Python targets produce the same models, so evaluators see one shape whatever the source.

@@ -1,5 +1,6 @@
 // Plotly figures take the page's text and grid colours (light or dark, from the CSS
-// variables), and follow the system when it switches between the two.
+// variables): static/js/figures.js puts them in each figure before drawing it, and this
+// file restyles the figures already drawn when the system switches between the two.
 (function () {
   "use strict";
   function restyle() {
@@ -21,11 +22,6 @@
       });
       window.Plotly.relayout(plot, update);
     });
-  }
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", restyle);
-  } else {
-    restyle();
   }
   if (window.matchMedia) {
     var query = window.matchMedia("(prefers-color-scheme: dark)");

@@ -40,7 +40,9 @@
   } else {
     bindCharts();
   }
-  // htmx swaps do not touch the charts, but a history restore may redraw them.
+  // Charts are drawn when they come into view (static/js/figures.js), and a history
+  // restore may redraw them.
+  document.addEventListener("evalsite:drawn", bindCharts);
   document.addEventListener("htmx:afterSettle", bindCharts);
   window.addEventListener("load", bindCharts);
 })();

@@ -48,6 +48,14 @@
         }
       });
     }
+    // The outputs skeleton link follows the chosen version.
+    var skeleton = form.querySelector("[data-skeleton-link]");
+    if (select && skeleton) {
+      select.addEventListener("change", function () {
+        var option = select.options[select.selectedIndex];
+        if (option) { skeleton.setAttribute("href", option.getAttribute("data-skeleton-url") || ""); }
+      });
+    }
     form.addEventListener("change", function () { showChosen(form); });
     showChosen(form);
   }

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import sys
+import types
 from typing import Any
 
 os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "1")
@@ -66,13 +67,42 @@ def uipath(request: dict[str, Any]) -> Any:
 
     evaluator = EvaluatorFactory.create_evaluator(request["definition"])
     output = request["output"]
-    # UiPath's eval runtime (`run_evaluator`): a falsy output is {}.
-    execution = WorkloadExecution(agent_input={}, workload_output=output if output else {}, workload_trace=[],
-                                  expected_agent_behavior="")
-    result = asyncio.run(evaluator.validate_and_evaluate_criteria(execution, request["criteria"]))
+    if output is None or isinstance(output, (str, dict)):
+        # What `uipath eval` does with an agent's output, by UiPath's own code: its runtime's
+        # `run_evaluator` (a falsy output becomes {}), called with the runtime's result types.
+        from uipath.eval.runtime.runtime import (
+            EvaluationItem,
+            UiPathEvalRunExecutionOutput,
+            UiPathEvalRuntime,
+            UiPathTraceManager,
+        )
+        from uipath.runtime import UiPathRuntimeResult
+
+        runtime = types.SimpleNamespace(trace_manager=UiPathTraceManager())
+        executed = UiPathEvalRunExecutionOutput(execution_time=0.0, spans=[], logs=[],
+                                                result=UiPathRuntimeResult(output=output))
+        item = EvaluationItem(id="case", name="case", inputs={}, evaluation_criterias={"E": request["criteria"]})
+        result = asyncio.run(UiPathEvalRuntime.run_evaluator(runtime, evaluator, executed, item,
+                                                             evaluation_criteria=request["criteria"]))
+    else:
+        # An output the runtime's result cannot hold (a list, a number): the evaluator as the
+        # runtime would call it, `output or {}`.
+        execution = WorkloadExecution(agent_input={}, workload_output=output if output else {}, workload_trace=[],
+                                      expected_agent_behavior="")
+        result = asyncio.run(evaluator.validate_and_evaluate_criteria(execution, request["criteria"]))
     if type(result).__name__ == "ErrorEvaluationResult":  # UiPath's evaluators catch what they raise
         raise RuntimeError(str(result.details))
     return float(result.score)
+
+
+def uipath_levenshtein(request: dict[str, Any]) -> Any:
+    """UiPath's own edit distance (both JSON similarity evaluators'), for pairs of strings."""
+    from uipath.eval.evaluators.json_similarity_evaluator import JsonSimilarityEvaluator
+    from uipath.eval.evaluators.legacy_json_similarity_evaluator import LegacyJsonSimilarityEvaluator
+
+    current = JsonSimilarityEvaluator.__new__(JsonSimilarityEvaluator)  # the method reads no state
+    legacy = LegacyJsonSimilarityEvaluator.__new__(LegacyJsonSimilarityEvaluator)
+    return [[current._levenshtein(a, b), legacy._levenshtein(a, b)] for a, b in request["pairs"]]
 
 
 def _no_llm() -> Any:
@@ -138,13 +168,117 @@ def agentflow(request: dict[str, Any]) -> Any:
     return {"score": float(result.score), "passed": bool(result.passed)}
 
 
+def adk_eval_history(request: dict[str, Any]) -> Any:
+    """An eval set file (`eval_set_path`) run by google-adk itself, as `adk eval` runs it (LocalEvalService, the local
+    eval-set results manager writing `.adk/eval_history/`), with a scripted agent instead of a
+    model: for each user message it replays `script[text]`, a list of steps (`{"call": name,
+    "args": {...}, "result": {...}}` or `{"text": ...}`). Returns the file ADK wrote, verbatim."""
+    import tempfile
+    from collections.abc import AsyncGenerator
+    from pathlib import Path
+
+    from google.adk.agents import BaseAgent
+    from google.adk.agents.invocation_context import InvocationContext
+    from google.adk.evaluation.base_eval_service import (
+        EvaluateConfig,
+        EvaluateRequest,
+        InferenceConfig,
+        InferenceRequest,
+    )
+    from google.adk.evaluation.eval_metrics import EvalMetric, PrebuiltMetrics
+    from google.adk.evaluation.in_memory_eval_sets_manager import InMemoryEvalSetsManager
+    from google.adk.evaluation.local_eval_service import LocalEvalService
+    from google.adk.evaluation.local_eval_set_results_manager import LocalEvalSetResultsManager
+    from google.adk.evaluation.local_eval_sets_manager import load_eval_set_from_file
+    from google.adk.events import Event
+    from google.genai import types as genai
+
+    script: dict[str, list[dict[str, Any]]] = request["script"]
+
+    class ScriptedAgent(BaseAgent):
+        async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+            said = "".join(p.text or "" for p in (ctx.user_content.parts or [])) if ctx.user_content else ""
+            for step in script.get(said, []):
+                if "call" in step:
+                    call = genai.FunctionCall(name=step["call"], args=step["args"], id=step.get("id"))
+                    yield Event(invocation_id=ctx.invocation_id, author=self.name,
+                                content=genai.Content(role="model", parts=[genai.Part(function_call=call)]))
+                    response = genai.FunctionResponse(name=step["call"], response=step.get("result") or {},
+                                                      id=step.get("id"))
+                    yield Event(invocation_id=ctx.invocation_id, author=self.name,
+                                content=genai.Content(role="user", parts=[genai.Part(function_response=response)]))
+                else:
+                    yield Event(invocation_id=ctx.invocation_id, author=self.name,
+                                content=genai.Content(role="model", parts=[genai.Part(text=step["text"])]))
+
+    async def run(folder: str) -> str:
+        app = "scripted_app"
+        # ADK's own loader (it converts the older `.test.json` lists too).
+        eval_set = load_eval_set_from_file(request["eval_set_path"], request["eval_set_id"])
+        sets = InMemoryEvalSetsManager()
+        sets.create_eval_set(app, eval_set.eval_set_id)
+        for case in eval_set.eval_cases:
+            sets.add_eval_case(app, eval_set.eval_set_id, case)
+        results = LocalEvalSetResultsManager(agents_dir=folder)
+        service = LocalEvalService(root_agent=ScriptedAgent(name="scripted"), eval_sets_manager=sets,
+                                   eval_set_results_manager=results)
+        inference = [r async for r in service.perform_inference(InferenceRequest(
+            app_name=app, eval_set_id=eval_set.eval_set_id, inference_config=InferenceConfig(parallelism=1)))]
+        metrics = [EvalMetric(metric_name=name, threshold=threshold) for name, threshold in request["metrics"]]
+        async for _ in service.evaluate(EvaluateRequest(inference_results=inference,
+                                                        evaluate_config=EvaluateConfig(eval_metrics=metrics,
+                                                                                       parallelism=1))):
+            pass
+        [written] = list(Path(folder, app, ".adk", "eval_history").glob("*.evalset_result.json"))
+        return written.read_text(encoding="utf-8")
+
+    assert PrebuiltMetrics  # the metric names the request uses are ADK's own (checked by the test)
+    with tempfile.TemporaryDirectory() as folder:
+        return {"file": asyncio.run(run(folder))}
+
+
+def agentflow_files(request: dict[str, Any]) -> Any:
+    """What 10xscale-agentflow writes, by its own models: the eval set of `cases` (dicts of its
+    `EvalCase` fields) as `EvalSet.model_dump_json()`, and the `EvalReport` of scoring each case's
+    `execution` (tool calls, node visits, answer) with its criteria `criteria` ({name: config})."""
+    from agentflow.qa.evaluation.config.eval_config import CriterionConfig
+    from agentflow.qa.evaluation.criteria import CRITERIA_REGISTRY
+    from agentflow.qa.evaluation.dataset.eval_set import EvalCase, EvalSet, ToolCall
+    from agentflow.qa.evaluation.eval_result import EvalCaseResult, EvalReport
+    from agentflow.qa.evaluation.execution.result import ExecutionResult
+
+    cases = [EvalCase.model_validate(case) for case in request["cases"]]
+    evalset = EvalSet(eval_set_id=request["eval_set_id"], name=request["name"], description="written by agentflow",
+                      eval_cases=cases)
+    results = []
+    for case, execution in zip(cases, request["executions"], strict=True):
+        actual = ExecutionResult(tool_calls=[ToolCall(name=c["name"], args=c["args"]) for c in execution["tool_calls"]],
+                                 node_visits=execution["node_visits"], actual_response=execution["actual_response"])
+        scored = [CRITERIA_REGISTRY[name](config=CriterionConfig.model_validate(config)).evaluate_sync(actual, case)
+                  for name, config in request["criteria"].items()]
+        results.append(EvalCaseResult.success(eval_id=case.eval_id, name=case.name, criterion_results=scored,
+                                              actual_tool_calls=actual.tool_calls, node_visits=actual.node_visits,
+                                              actual_response=actual.actual_response))
+    report = EvalReport.create(eval_set_id=evalset.eval_set_id, results=results, eval_set_name=evalset.name)
+    return {"evalset": evalset.model_dump_json(), "report": report.model_dump_json()}
+
+
+def agentflow_reads(request: dict[str, Any]) -> Any:
+    """An eval set text read back by 10xscale-agentflow's own model, as it dumps it."""
+    from agentflow.qa.evaluation.dataset.eval_set import EvalSet
+
+    return {"evalset": EvalSet.model_validate_json(request["text"]).model_dump_json()}
+
+
 def versions(request: dict[str, Any]) -> Any:
     from importlib import metadata
 
     return {name: metadata.version(name) for name in request["packages"]}
 
 
-HANDLERS = {f.__name__: f for f in (versions, adk_rouge, adk_trajectory, uipath, deepeval_tool_correctness, deepeval_exact_match, agentflow)}
+HANDLERS = {f.__name__: f for f in (versions, adk_eval_history, agentflow_files, agentflow_reads, adk_rouge,
+                                      adk_trajectory, uipath, uipath_levenshtein, deepeval_tool_correctness,
+                                      deepeval_exact_match, agentflow)}
 
 
 def main() -> None:

@@ -25,14 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from evaluations.evalsets.formats.adk import reader as adk_reader
-from evaluations.evalsets.formats.base import SourceFile
-from evaluations.evalsets.formats.deepeval import reader as deepeval_reader
 from evaluations.evaluators import get_evaluator_class
 from evaluations.evaluators.base import Level, ScoreResult
+from evaluations.evaluators.output import levenshtein
+from evaluations.interop.adk.evalset import reader as adk_reader
+from evaluations.interop.base import SourceFile
+from evaluations.interop.deepeval.evalset import reader as deepeval_reader
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MatchType, MessageContent, ToolCall
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
 from tests.conftest import REALWORLD
@@ -67,7 +68,11 @@ class Bridge:
     def close(self) -> None:
         if self.process.stdin:
             self.process.stdin.close()
-        self.process.wait(timeout=30)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # the libraries' exit handlers, slow on a loaded machine
+            self.process.kill()
+            self.process.wait()
 
 
 def _interpreter(variable: str, default: Path, what: str) -> str:
@@ -298,6 +303,93 @@ def test_adk_examples_from_the_issue(libs: Bridge) -> None:
         assert ours.score == theirs["score"]["overall"] == pytest.approx(score)
 
 
+# --- ADK's own result files ----------------------------------------------------------------------
+
+# The real ADK eval sets ADK's own loader runs with a scripted agent (trip_inquiry's older format
+# raises KeyError 'data' in google-adk 2.13's loader; the live agent's cases are user-simulator
+# scenarios, with no conversation to script).
+ADK_HISTORY_SETS = ["hello_world_agent/roll_die.test.json", "ecommerce_customer_service_agent/order_query.test.json"]
+# What `adk eval` scores with a default config, and google-adk 2.13's informational metrics.
+ADK_HISTORY_METRICS = [["tool_trajectory_avg_score", 1.0], ["response_match_score", 0.8], ["tool_call_count_v1", None],
+                       ["inference_call_count_v1", None], ["token_usage_v1", None], ["invocation_duration_v1", None]]
+INFORMATIONAL = {"tool_call_count_v1", "inference_call_count_v1", "token_usage_v1", "invocation_duration_v1"}
+
+
+def adk_script(cases: list[EvalCase]) -> dict[str, list[dict[str, Any]]]:
+    """What the scripted agent says to each user message: the expected calls and answer, with
+    every other turn changed (a call dropped, an argument changed, another answer)."""
+    script: dict[str, list[dict[str, Any]]] = {}
+    number = 0
+    for case in cases:
+        for invocation in case.conversation:
+            said = invocation.user_content.get_text() or ""
+            if said in script:
+                continue
+            calls = [{"call": c.name, "args": dict(c.args), "result": {"ok": True}}
+                     for c in invocation.expected_tool_trajectory]
+            answer = invocation.expected_final_response.get_text() if invocation.expected_final_response else ""
+            change = number % 4
+            if change == 1 and calls:
+                calls.pop()
+            elif change == 2 and calls and calls[0]["args"]:
+                key = sorted(calls[0]["args"])[0]
+                calls[0]["args"][key] = f"{calls[0]['args'][key]}-changed"
+            elif change == 3:
+                answer = f"Something else entirely, not {answer[:20]}"
+            script[said] = [*calls, {"text": answer or "done"}]
+            number += 1
+    return script
+
+
+@pytest.mark.parametrize("name", ADK_HISTORY_SETS)
+def test_adk_eval_history_written_by_adk_reads_back_with_every_score(libs: Bridge, name: str) -> None:
+    """google-adk 2.13 runs the eval set (LocalEvalService, as `adk eval` does) with a scripted
+    agent and writes its eval history; evalsite's results reader takes that file with every
+    metric as ADK recorded it (informational ones as values with no verdict), and the same file
+    read as uploaded outputs scores exactly as ADK did."""
+    from evaluations.interop import read_upload
+    from evaluations.interop.outputs import read_outputs
+    from evaluations.interop.results import read_results
+
+    path = REALWORLD / "google-adk" / name
+    [parsed_set] = read_upload([SourceFile(path.name, path.read_bytes())], format="adk")
+    cases = parsed_set.evalset.eval_cases or (parsed_set.sink.cases if parsed_set.sink else [])
+    written = libs("adk_eval_history", eval_set_path=str(path), eval_set_id=path.name.split(".")[0],
+                   script=adk_script(cases), metrics=ADK_HISTORY_METRICS)
+    assert "score" in written, written  # ADK raised
+    written = written["score"]["file"]
+    file = SourceFile(f"{path.name.split('.')[0]}.evalset_result.json", written.encode())
+    doc = json.loads(written)
+    doc = json.loads(doc) if isinstance(doc, str) else doc
+
+    parsed = read_results(file)  # raises on any problem
+    assert [c.key for c in parsed.cases] == [r["eval_id"] for r in doc["eval_case_results"]]
+    for imported, raw in zip(parsed.cases, doc["eval_case_results"], strict=True):
+        assert imported.passed is {1: True, 2: False}.get(raw["final_eval_status"])
+        recorded = [(m["metric_name"], m["score"], m["eval_status"]) for m in raw["overall_eval_metric_results"]]
+        recorded += [(m["metric_name"], m["score"], m["eval_status"]) for turn in
+                     raw["eval_metric_result_per_invocation"] for m in turn["eval_metric_results"]]
+        assert [(s.criterion, s.raw_value, s.justification["eval_status"]) for s in imported.scores] == recorded
+        assert {m for m, _, status in recorded if status == 4} == INFORMATIONAL  # ADK 2.13 wrote them
+        for score in imported.scores:
+            if score.criterion in INFORMATIONAL:
+                assert score.passed is None and score.score is None and score.justification["informational"]
+            else:
+                assert score.passed is (score.justification["eval_status"] == 1)
+
+    outputs = {o.eval_id: o for o in read_outputs([file])}
+    by_id = {c.eval_id: c for c in cases}
+    compared = 0
+    for raw in doc["eval_case_results"]:
+        theirs = {m["metric_name"]: m["score"] for m in raw["overall_eval_metric_results"]}
+        case, output = by_id[raw["eval_id"]], outputs[raw["eval_id"]]
+        for metric, threshold in ADK_HISTORY_METRICS[:2]:
+            ours = overall(evalsite(metric, case, output, CriterionConfig(threshold=threshold)))
+            assert ours.score == theirs[metric], (name, raw["eval_id"], metric, ours, theirs[metric])
+            compared += 1
+    assert compared == 2 * len(doc["eval_case_results"]) > 0
+
+
 # --- UiPath ---------------------------------------------------------------------------------------
 
 CALCULATOR = REALWORLD / "uipath" / "calculator" / "evaluators"
@@ -312,10 +404,16 @@ CALCULATOR_OUTPUTS = [e["expectedOutput"] for e in json.loads(
     (REALWORLD / "uipath" / "calculator" / "eval-sets" / "legacy.json").read_text())["evaluations"]] + [
     json.loads((REALWORLD / "uipath" / "calculator" / "evaluators" / name).read_text())["evaluatorConfig"][
         "defaultEvaluationCriteria"]["expectedOutput"] for name in ("exact-match.json", "json-similarity.json")]
-uipath_values = (st.sampled_from(CALCULATOR_OUTPUTS) | json_values | texts | multiline
+# Empty and falsy values, on both sides: UiPath's runtime turns a falsy agent output into {}.
+empties = st.sampled_from(["", " ", "\n", {}, [], 0, 0.0, False, {"result": ""}, '""', "{}"])
+uipath_values = (empties | st.sampled_from(CALCULATOR_OUTPUTS) | json_values | texts | multiline
                  | st.builds(lambda v: {"result": v}, json_values | multiline)
                  | st.builds(lambda v: {"result": {"result": v}}, multiline | json_values)  # the same key, nested
                  | st.builds(lambda v: json.dumps({"result": v}), json_values | multiline))  # JSON in a string
+
+
+EXACT_MATCH_WHOLE = json.loads((CALCULATOR / "exact-match.json").read_text())
+EXACT_MATCH_WHOLE["evaluatorConfig"]["targetOutputKey"] = "*"
 
 
 @st.composite
@@ -343,7 +441,9 @@ def uipath_setup(draw: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
 
 
 @SETTINGS
-@given(setup=uipath_setup(), expected=uipath_values, actual=st.none() | uipath_values,
+@example(setup=(EXACT_MATCH_WHOLE, "uipath-exact-match", dict(EXACT_MATCH_WHOLE["evaluatorConfig"])),
+         expected="", actual="", search="", use_default=False)  # `uipath eval` gives 0.0: "" is {} to it
+@given(setup=uipath_setup(), expected=uipath_values, actual=st.none() | empties | uipath_values,
        search=st.sampled_from(["5", "line", "Line 2", "東京", ""]), use_default=st.booleans())
 def test_uipath_output_evaluators(libs: Bridge, setup: tuple[dict[str, Any], str, dict[str, Any]], expected: Any,
                                   actual: Any, search: str, use_default: bool) -> None:
@@ -361,6 +461,20 @@ def test_uipath_output_evaluators(libs: Bridge, setup: tuple[dict[str, Any], str
     [ours] = evalsite(evaluator, case, output, CriterionConfig(threshold=0.5, options=options), "E")
     theirs = libs("uipath", definition=definition, criteria=criteria, output=actual)
     same(ours, theirs, (definition, criteria, actual), raw=evaluator == "uipath-legacy-json-similarity")
+
+
+# Any code point, lone surrogates included, and a small alphabet whose strings share runs.
+edit_texts = (st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=30)
+              | st.text(st.sampled_from("ab東京🙂\u0301 "), max_size=30))
+
+
+@SETTINGS
+@given(pairs=st.lists(st.tuples(edit_texts, edit_texts), min_size=1, max_size=10))
+def test_uipath_edit_distance(libs: Bridge, pairs: list[tuple[str, str]]) -> None:
+    """JSON similarity's string score is 1 - distance / longest: evalsite's distance (rapidfuzz)
+    is the same integer as UiPath's own `_levenshtein`, in both its evaluators."""
+    theirs = libs("uipath_levenshtein", pairs=pairs)["score"]
+    assert [[levenshtein(a, b)] * 2 for a, b in pairs] == theirs, pairs
 
 
 # --- DeepEval -------------------------------------------------------------------------------------
@@ -435,9 +549,90 @@ def test_agentflow_criteria(agentflow: Bridge, pair: tuple[EvalCase, AgentOutput
     same(ours, theirs, (evaluator, case.eval_id, output.turns))
 
 
+# --- AgentFlow's own files -------------------------------------------------------------------------
+
+node_names = st.sampled_from(["planner", "search", "book", "answer", "router"])
+
+
+@st.composite
+def agentflow_written_case(draw: Any, index: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(an AgentFlow EvalCase as its fields, an execution of it: calls, node visits, answer)."""
+    turns = []
+    for turn in range(draw(st.integers(1, 3))):
+        calls = draw(st.lists(st.builds(lambda n, a: {"name": n, "args": a}, st.sampled_from(NAMES), args),
+                              max_size=2))
+        turns.append({"invocation_id": f"t{turn}", "user_content": {"role": "user", "content": draw(texts)},
+                      "expected_tool_trajectory": calls, "expected_node_order": draw(st.lists(node_names, max_size=4)),
+                      "expected_final_response": {"role": "assistant", "content": draw(texts)}})
+    case: dict[str, Any] = {"eval_id": f"case_{index}_{draw(st.integers(0, 99))}", "name": draw(texts),
+                            "description": draw(texts), "conversation": turns, "tags": draw(st.lists(node_names,
+                                                                                                      max_size=2))}
+    if draw(st.booleans()):
+        case["session_input"] = {"app_name": draw(texts), "user_id": "u1", "state": {"n": draw(st.integers(0, 3))},
+                                 "config": {"k": "v"}}
+    expected_nodes = [n for t in turns for n in t["expected_node_order"]]
+    visits = draw(st.sampled_from([expected_nodes, expected_nodes[::-1], expected_nodes[1:], []]) | st.lists(node_names))
+    execution = {"tool_calls": [c for t in turns for c in t["expected_tool_trajectory"]], "node_visits": visits,
+                 "actual_response": draw(texts)}
+    return case, execution
+
+
+@settings(SETTINGS, max_examples=max(20, SETTINGS.max_examples // 10))
+@given(data=st.data(), match_type=st.sampled_from(list(MatchType)), threshold=st.sampled_from([0.5, 1.0]))
+def test_agentflow_files_read_back_and_node_order_scores_as_agentflow(agentflow: Bridge, data: Any,
+                                                                      match_type: MatchType, threshold: float) -> None:
+    """10xscale-agentflow 0.10.1 writes an eval set (its EvalSet.model_dump_json: cases with a
+    description, expected_node_order, its {app_name, user_id, state, config} session input) and
+    the EvalReport of its own criteria. evalsite reads both; the eval set it writes back is read
+    by AgentFlow as the same content; node_order scores each execution as AgentFlow did, and the
+    report's every criterion result is imported as AgentFlow recorded it."""
+    from evaluations.interop import read_upload
+    from evaluations.interop.results import read_results
+    from evaluations.schemas.text import without_nul
+
+    drawn = [data.draw(agentflow_written_case(i)) for i in range(data.draw(st.integers(1, 4)))]
+    criteria = {"node_order": {"threshold": threshold, "match_type": match_type.value},
+                "trajectory_match": {"threshold": threshold, "match_type": match_type.value}}
+    written = agentflow("agentflow_files", eval_set_id="flow_set", name="Flow set", cases=[c for c, _ in drawn],
+                        executions=[e for _, e in drawn], criteria=criteria)
+    assert "score" in written, written
+    files = written["score"]
+
+    [parsed] = read_upload([SourceFile("flow_set.evalset.json", files["evalset"].encode())])
+    assert parsed.format == "native"
+    cases = parsed.evalset.eval_cases
+    # evalsite reads a NUL as U+FFFD (docs/evalsets.md: PostgreSQL stores no NUL), so the
+    # AgentFlow file it reads back is the one written, with that replacement made.
+    theirs = without_nul(json.loads(files["evalset"]))
+    ours = {**parsed.evalset.model_dump(mode="json"), "eval_cases": [c.model_dump(mode="json") for c in cases]}
+    back = json.loads(agentflow("agentflow_reads", text=json.dumps(ours))["score"]["evalset"])
+    assert back == theirs  # AgentFlow reads evalsite's native dump as the file it wrote
+    for case, raw in zip(cases, theirs["eval_cases"], strict=True):
+        assert case.description == raw["description"]
+        assert [i.expected_node_order for i in case.conversation] == [i["expected_node_order"] for i in raw["conversation"]]
+        dumped = case.model_dump(mode="json")["session_input"]
+        if "session_input" in drawn[cases.index(case)][0]:
+            assert set(dumped) == {"app_name", "user_id", "state", "config"}  # the shape that was read
+
+    report = json.loads(files["report"])
+    for case, (_, execution), result in zip(cases, drawn, report["results"], strict=True):
+        output = AgentOutput(eval_id=case.eval_id, trajectory=[
+            {"step_type": "NODE", "name": node} for node in execution["node_visits"]])
+        [mine] = evalsite("node_order", case, output, CriterionConfig(threshold=threshold, match_type=match_type))
+        [recorded] = [r for r in result["criterion_results"] if r["criterion"] == "node_order_score"]
+        assert (mine.score, mine.passed) == (recorded["score"], recorded["passed"]), (execution, recorded)
+    imported = read_results(SourceFile("report.json", files["report"].encode()))
+    assert imported.tool == "agentflow"
+    for case_result, raw_result in zip(imported.cases, report["results"], strict=True):
+        assert case_result.passed is raw_result["passed"]
+        assert [(s.criterion, s.raw_value, s.passed) for s in case_result.scores] == [
+            (r["criterion"], r["score"], r["passed"]) for r in raw_result["criterion_results"]]
+
+
 def pins(name: str) -> dict[str, str]:
     lines = (REPO / name).read_text().splitlines()
-    return dict(line.split("==") for line in lines if "==" in line and not line.startswith("#"))
+    pairs = (line.split("==") for line in lines if "==" in line and not line.startswith("#"))
+    return {name.split("[")[0]: version for name, version in pairs}  # google-adk[eval] is google-adk
 
 
 def test_the_venv_holds_the_pinned_libraries(libs: Bridge) -> None:

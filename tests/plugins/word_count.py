@@ -1,4 +1,4 @@
-"""A custom evaluator, the README's worked example: plugged in through EVALSITE_EVALUATORS."""
+"""A custom evaluator, the worked example of docs/evaluators.md: plugged in through EVALSITE_EVALUATORS."""
 
 from __future__ import annotations
 

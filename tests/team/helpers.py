@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count
 
 from evaluations.accounts.tokens import token_create
-from evaluations.evalsets.formats import SourceFile
 from evaluations.evalsets.services import evalset_import
+from evaluations.interop import SourceFile
 from evaluations.models import CaseResult, EvalSetVersion, Membership, Project, Run, Score
 
 # The engine benchmark's six deterministic evaluators.

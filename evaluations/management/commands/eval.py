@@ -51,8 +51,9 @@ from evaluations.client import (
     run_eval,
     with_test_config,
 )
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile, adk, files_from_paths
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG, evalset_import
+from evaluations.interop import EvalSetImportError, SourceFile, files_from_paths
+from evaluations.interop.adk import evalset as adk
 from evaluations.models import AuditEvent, CaseResult, Project, Run, Score
 from evaluations.models import EvalSet as EvalSetModel
 from evaluations.runs import exports
@@ -104,7 +105,7 @@ class Command(BaseCommand):
                   "name": options["name"], "enqueue": False, "iterations": options["iterations"],
                   "warmups": options["warmups"]}
         if options["outputs"]:
-            from evaluations.runs.targets.uploaded import read_outputs
+            from evaluations.interop.outputs import read_outputs
 
             outputs = read_outputs(files_from_paths([options["outputs"]]))
             run = runs.run_create(target_kind=Run.TargetKind.UPLOADED, outputs=outputs, **common)

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from evaluations.evalsets.formats import EvalSetImportError, files_from_paths, reader_names
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG, evalset_import
+from evaluations.interop import EvalSetImportError, files_from_paths, reader_names
 from evaluations.models import Project
 
 

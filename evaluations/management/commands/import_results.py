@@ -9,8 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile, check_size
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG
+from evaluations.interop import EvalSetImportError, SourceFile, check_size
 from evaluations.models import EvalSet, Project
 from evaluations.runs.imports import results_import, run_rescore
 from evaluations.runs.services import RunError

@@ -1,14 +1,14 @@
 """python manage.py up: evalsite on one machine, in one command.
 
-Migrates, makes sure there is a project and an admin to log in with, then runs the web
+Migrates, makes sure there is a project and an admin to log in with, collects the static
+files (content-hashed and compressed; skipped when they have not changed), then runs the web
 server (gunicorn) and django-q2 as child processes until interrupted. With no environment
 set this is the embedded default: SQLite in the data directory and the ORM broker, so
 nothing else has to be installed or running.
 
 `up --team` starts the team-server shape instead, against the PostgreSQL of DATABASE_URL
-and the Redis of REDIS_URL (or `--broker orm`: the queue in PostgreSQL): migrations and
-collectstatic once, then gunicorn serving the compressed, hashed static files through
-whitenoise, and `--clusters` separate `qcluster` processes, as a team runs them on several
+and the Redis of REDIS_URL (or `--broker orm`: the queue in PostgreSQL): migrations,
+then gunicorn and `--clusters` separate `qcluster` processes, as a team runs them on several
 machines. It supervises them: a cluster that dies is restarted, and a watchdog resumes
 runs whose work stopped (see `evaluations.runs.services.resume_stalled_runs`).
 """
@@ -37,7 +37,8 @@ from evaluations.evalsets.services import project_get_or_create_default
 from evaluations.models import Membership
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
-TEAM_STATIC_STORAGE = "whitenoise.storage.CompressedManifestStaticFilesStorage"
+STATIC_STORAGE = "evalsite.staticfiles.StaticFilesStorage"
+STATIC_STAMP = ".evalsite-collected"  # in STATIC_ROOT: the fingerprint of the sources last collected
 
 
 @dataclass
@@ -85,6 +86,22 @@ def lower_priority(nice: int) -> None:
     os.nice(nice)
     with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as autogroup:
         autogroup.write(str(nice))
+
+
+def static_fingerprint(storage: str) -> str:
+    """A hash of what collectstatic would collect (each finder's files: path, size, time)
+    and the storage it would collect them with."""
+    import hashlib
+
+    from django.contrib.staticfiles import finders
+
+    digest = hashlib.sha256(storage.encode())
+    for finder in finders.get_finders():
+        for path, source in sorted(finder.list(["CVS", ".*", "*~"]), key=lambda found: found[0]):
+            info = os.stat(source.path(path))
+            prefix = getattr(source, "prefix", "") or ""
+            digest.update(f"\0{prefix}/{path}\0{info.st_size}\0{info.st_mtime_ns}".encode())
+    return digest.hexdigest()
 
 
 class Command(BaseCommand):
@@ -136,17 +153,19 @@ class Command(BaseCommand):
         if options["demo"]:
             self._load_demo(project)
         env = {**os.environ, "SECRET_KEY": settings.SECRET_KEY}  # django-q2 signs tasks with it
-        if options["team"]:
-            env["EVALSITE_STATICFILES_STORAGE"] = os.environ.get("EVALSITE_STATICFILES_STORAGE", TEAM_STATIC_STORAGE)
-            subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
-                           cwd=settings.BASE_DIR, env=env, check=True)
+        self._collect_static(env)
         if options["cluster_workers"] is not None:
             env["EVALSITE_WORKERS"] = str(options["cluster_workers"])
 
+        clusters = 0 if options["no_cluster"] else (options["clusters"] if options["team"] else 1)
+        if clusters and "EVALSITE_RUN_WINDOW" not in os.environ:
+            # One run may keep every worker of every cluster busy (evaluations/runs/queue.py).
+            window = 2 * clusters * int(str(env.get("EVALSITE_WORKERS") or settings.Q_CLUSTER["workers"]))
+            env["EVALSITE_RUN_WINDOW"] = str(window)
+            settings.EVALSITE_RUN_WINDOW = window  # this process's watchdog queues batches too
         url = f"http://{options['host']}:{options['port']}/"
         web = Child("web", self._web_argv(options), env, nice=options["web_nice"])
         children = [web]
-        clusters = 0 if options["no_cluster"] else (options["clusters"] if options["team"] else 1)
         for n in range(clusters):
             children.append(Child(f"qcluster-{n + 1}", [sys.executable, "manage.py", "qcluster"], env))
 
@@ -174,6 +193,22 @@ class Command(BaseCommand):
                     time.sleep(0.5)
         finally:
             self._stop(children, options["stop_timeout"])
+
+    def _collect_static(self, env: dict[str, str]) -> None:
+        """The assets, collected into STATIC_ROOT with content-hashed names and gzip/brotli
+        copies (evalsite.staticfiles), for the web server started with that storage: in the
+        embedded default too, so a phone gets them compressed and caches them for a year.
+        Skipped when the sources (every finder's files, their sizes and times) and the
+        storage are those of the last collection: a restart costs a directory listing."""
+        env["EVALSITE_STATICFILES_STORAGE"] = os.environ.get("EVALSITE_STATICFILES_STORAGE", STATIC_STORAGE)
+        stamp = Path(settings.STATIC_ROOT) / STATIC_STAMP
+        fingerprint = static_fingerprint(env["EVALSITE_STATICFILES_STORAGE"])
+        with contextlib.suppress(OSError):
+            if stamp.read_text() == fingerprint and (Path(settings.STATIC_ROOT) / "staticfiles.json").exists():
+                return
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+                       cwd=settings.BASE_DIR, env=env, check=True)
+        stamp.write_text(fingerprint)
 
     # --- Team server ------------------------------------------------------------------------
 
@@ -336,8 +371,8 @@ class Command(BaseCommand):
         """The demo eval set, and two runs of the demo agent on it for the queue to execute:
         a baseline and a candidate with injected faults, so there is a real comparison."""
         from evaluations.audit import record_run, record_uploads
-        from evaluations.evalsets.formats import files_from_paths
         from evaluations.evalsets.services import evalset_import
+        from evaluations.interop import files_from_paths
         from evaluations.models import AuditEvent, Run
         from evaluations.runs import services as runs
 

@@ -8,8 +8,13 @@ the worker before each batch connects:
   good and one bad address is refused).
 - Refused by default: link-local addresses (169.254.0.0/16 and fe80::/10, where the cloud
   metadata services answer), the other metadata addresses (100.100.100.200,
-  fd00:ec2::254), unspecified, multicast, broadcast and reserved addresses, in IPv4 and in
-  IPv4-mapped IPv6 form.
+  fd00:ec2::254), unspecified, multicast, broadcast and reserved addresses (240.0.0.0/4
+  included, which Python also counts as private). An IPv6 address that carries an IPv4
+  address (IPv4-mapped ::ffff:0:0/96, IPv4-compatible ::/96, NAT64 64:ff9b::/96 and
+  64:ff9b:1::/48, 6to4 2002::/16, Teredo 2001::/32) is refused when that IPv4 address is.
+  IPv4 written the way inet_aton reads it (`0251.254.169.254`, `0xa9fea9fe`, `127.1`) is read
+  as that address here, not handed to a resolver.
+- A URL that cannot be parsed is refused with the parser's reason (never an error page).
 - Allowed by default: loopback and private networks. A team server's agents usually live on
   its own network, and the built-in demo agent is served by evalsite itself on 127.0.0.1.
   A server that must not reach them denies them explicitly (below).
@@ -71,8 +76,11 @@ class Rules:
         host = host.lower().rstrip(".")
         return any(host == n or (n.startswith(".") and (host.endswith(n) or host == n[1:])) for n in self.names)
 
-    def matches_address(self, address: Address) -> bool:
-        return any(address in net for net in self.networks if net.version == address.version)
+    def matches_address(self, address: Address, *, carried: bool = True) -> bool:
+        """The address, or (with `carried`) an IPv4 address its IPv6 form carries, is listed."""
+        inner, same_destination = embedded_ipv4(address)
+        candidates = [address, *(inner if carried or same_destination else [])]
+        return any(a in net for a in candidates for net in self.networks if net.version == a.version)
 
 
 def _rules(name: str) -> Rules:
@@ -80,10 +88,58 @@ def _rules(name: str) -> Rules:
     return Rules.parse(list(value), name)
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+# RFC 6052 section 2.2: where the IPv4 octets sit for each prefix length allowed inside
+# 64:ff9b:1::/48, and the octets that must then be zero (octet 8 always, and the suffix).
+_NAT64_LAYOUTS = (((6, 7, 9, 10), (8, 11, 12, 13, 14, 15)), ((7, 9, 10, 11), (8, 12, 13, 14, 15)),
+                  ((9, 10, 11, 12), (8, 13, 14, 15)), ((12, 13, 14, 15), (8, 9, 10, 11)))
+
+
+def _nat64_local_candidates(value: int) -> list[ipaddress.IPv4Address]:
+    """The IPv4 address inside 64:ff9b:1::/48 for each layout the address fits: which prefix
+    length a network uses is not in the address, so every consistent reading is checked (all
+    of them when none fits)."""
+    octets = value.to_bytes(16, "big")
+    fitting = [where for where, zero in _NAT64_LAYOUTS if not any(octets[i] for i in zero)]
+    return [ipaddress.IPv4Address(bytes(octets[i] for i in where))
+            for where in fitting or [where for where, _ in _NAT64_LAYOUTS]]
+
+
+def embedded_ipv4(address: Address) -> tuple[list[ipaddress.IPv4Address], bool]:
+    """(the IPv4 addresses an IPv6 address carries, whether the first one is where the packets
+    go): IPv4-mapped, -compatible and NAT64 addresses stand for their IPv4 address; 6to4 and
+    Teredo addresses are reached through theirs (a relay, a NAT), so those must pass too."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return [], False
+    value = int(address)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped], True
+    if address in _NAT64:
+        return [ipaddress.IPv4Address(value & 0xFFFFFFFF)], True
+    if address in _NAT64_LOCAL:
+        return _nat64_local_candidates(value), False
+    if value >> 32 == 0 and value > 1:  # ::a.b.c.d, IPv4-compatible (not :: or ::1)
+        return [ipaddress.IPv4Address(value)], True
+    if address.sixtofour is not None:
+        return [address.sixtofour], False
+    if address.teredo is not None:
+        server, client = address.teredo
+        return [server, client], False
+    return [], False
+
+
 def builtin_refusal(address: Address) -> str | None:
     """Why an address is refused by default, or None."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return builtin_refusal(address.ipv4_mapped)
+    inner, same_destination = embedded_ipv4(address)
+    for ipv4 in inner:
+        why = builtin_refusal(ipv4)
+        if why is not None:
+            return why if same_destination else f"{why} ({ipv4}, carried in that IPv6 address)"
+    if same_destination:
+        return None  # the IPv4 address it stands for decides
     if any(address in net for net in METADATA if net.version == address.version):
         return "a cloud metadata address"
     if address.is_link_local:
@@ -94,11 +150,32 @@ def builtin_refusal(address: Address) -> str | None:
         return "a multicast address"
     if isinstance(address, ipaddress.IPv4Address) and address == ipaddress.IPv4Address("255.255.255.255"):
         return "the broadcast address"
-    if address.is_loopback or address.is_private:
-        return None  # ::1 counts as "reserved" too; loopback and private networks are allowed
+    if address.is_loopback:
+        return None  # ::1 counts as "reserved" too; loopback is allowed
+    # Before the private check: Python counts 240.0.0.0/4 (reserved) as private as well.
     if address.is_reserved:
         return "a reserved address"
-    return None
+    return None  # private networks and public addresses
+
+
+_INET_ATON_PART = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
+
+
+def inet_aton(host: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a host written as inet_aton reads it stands for (`127.1`, `0x7f000001`,
+    `0251.254.169.254`, `2130706433`), or None when it is not such a form."""
+    parts = host.rstrip(".").split(".") if host else []
+    if not 1 <= len(parts) <= 4 or not all(_INET_ATON_PART.fullmatch(part) for part in parts):
+        return None
+    numbers = [int(part, 16) if part[:2].lower() == "0x" else int(part, 8) if part.startswith("0") else int(part)
+               for part in parts]  # "0x" alone is 0, as inet_aton reads it
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (4 - len(head)):
+        return None
+    value = last
+    for index, number in enumerate(head):
+        value += number << (8 * (3 - index))
+    return ipaddress.IPv4Address(value)
 
 
 def resolve(host: str, port: int) -> list[Address]:
@@ -107,6 +184,9 @@ def resolve(host: str, port: int) -> list[Address]:
         return [ipaddress.ip_address(host.strip("[]"))]
     except ValueError:
         pass
+    numeric = inet_aton(host)
+    if numeric is not None:
+        return [numeric]
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
@@ -121,7 +201,10 @@ def resolve(host: str, port: int) -> list[Address]:
 
 def check(url: str) -> tuple[httpx.URL, Address]:
     """(the URL, the address to connect to), or EgressRefused saying why."""
-    parsed = httpx.URL(url)
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:  # InvalidURL is no ValueError
+        raise EgressRefused(f"not a valid URL: {exc}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise EgressRefused("the target must be an http:// or https:// URL")
     host = parsed.host
@@ -136,7 +219,8 @@ def check(url: str) -> tuple[httpx.URL, Address]:
     for address in addresses:
         if deny.matches_address(address):
             raise EgressRefused(f"{host} ({address}) is refused by EVALSITE_TARGET_DENY")
-        allowed = name_allowed or allow.matches_address(address)
+        # An allow-list entry admits an IPv6 form only where it stands for the listed IPv4 address.
+        allowed = name_allowed or allow.matches_address(address, carried=False)
         if allow.networks or allow.names:
             if not allowed:
                 raise EgressRefused(f"{host} ({address}) is not in EVALSITE_TARGET_ALLOW")
@@ -154,8 +238,6 @@ def refusal(url: str) -> str | None:
         check(url)
     except EgressRefused as exc:
         return str(exc)
-    except ValueError as exc:  # httpx.InvalidURL
-        return f"not a valid URL: {exc}"
     return None
 
 

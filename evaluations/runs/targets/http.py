@@ -420,7 +420,10 @@ class HttpTargetSpec(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        url = httpx.URL(value)
+        try:
+            url = httpx.URL(value)
+        except httpx.InvalidURL as exc:  # not a ValueError, so pydantic would not report it
+            raise ValueError(f"not a valid URL: {exc}") from None
         if url.scheme not in ("http", "https") or not url.host:
             raise ValueError("must be an http:// or https:// URL")
         return value

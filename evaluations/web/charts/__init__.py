@@ -11,6 +11,7 @@ as HTML.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from typing import Any
 
@@ -86,6 +87,25 @@ def time_axis(values: Any) -> tuple[float, str, bool]:
     return scale, unit, max(positive) / min(positive) > 10
 
 
+def log_ticks(values: Any) -> dict[str, Any]:
+    """Tick values and labels for a log axis over `values` (already scaled): 1, 2, 5 per decade
+    when the data span three decades or less, else powers of ten only, each written in full.
+    Plotly's own log ticks label the minor ones by their first digit ("1000 5 2 100 5 2"),
+    which reads as nonsense."""
+    positive = [v for v in values if v is not None and v > 0]
+    if not positive:
+        return {}
+    low, high = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
+    steps = (1, 2, 5) if high - low <= 3 else (1,)
+    ticks = [m * 10.0 ** e for e in range(low, high + 1) for m in steps]
+    # the decades around the data, trimmed to one tick beyond it on each side
+    below = [t for t in ticks if t <= min(positive)]
+    above = [t for t in ticks if t >= max(positive)]
+    first, last = (below[-1] if below else ticks[0]), (above[0] if above else ticks[-1])
+    shown = [t for t in ticks if first <= t <= last]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": [f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in shown]}
+
+
 def safe(text: Any) -> str:
     """User text for plotly's hover and tick labels, which render HTML."""
     return str(escape(str(text)))
@@ -109,7 +129,10 @@ def to_html(fig: go.Figure) -> str:
     div_id = f"figure-{uuid.uuid4().hex}"
     text = pio.to_json(fig, validate=False).rstrip()  # {"data": [...], "layout": {...}}
     payload = text[:-1] + ',"config":' + json.dumps(FIGURE_CONFIG) + "}"
+    # The box has the figure's height before plotly.js draws into it (figures.js draws a figure
+    # when it comes into view), so drawing it shifts nothing below it.
+    height = int(fig.layout.height or 450)  # plotly's own default
     return (f'<div role="img" aria-label="{escape(label_of(fig))}">'
-            f'<div id="{div_id}" class="plotly-graph-div"></div>'
+            f'<div id="{div_id}" class="plotly-graph-div" style="height:{height}px"></div>'
             f'<script type="application/json" class="plotly-figure" data-target="{div_id}">'
             f"{payload.translate(_JSON_ESCAPES)}</script></div>" + data_table(fig))

@@ -42,7 +42,8 @@ def _rows(fig: go.Figure) -> tuple[list[str], list[list[str]]]:
     heatmaps = [t for t in fig.data if t.type == "heatmap"]
     if heatmaps:
         trace = heatmaps[0]
-        head = [""] + [_text(x) for x in list(trace.x or [])]
+        # The corner cell names the rows (a header cell is never empty: axe's empty-table-header).
+        head = [_axis_title(fig.layout.yaxis) or "row"] + [_text(x) for x in list(trace.x or [])]
         texts = trace.text if trace.text is not None else trace.z
         cells = [[_text(y)] + [_text(v) for v in row] for y, row in zip(trace.y or [], texts or [], strict=False)]
         return head, cells

@@ -18,7 +18,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from evaluations.review.comparison import REGRESSED, STATUSES, UNCHANGED_PASS, signed
-from evaluations.web.charts import PALETTE, axis, base_layout, fmt_duration, safe, time_axis
+from evaluations.web.charts import PALETTE, axis, base_layout, fmt_duration, log_ticks, safe, time_axis
 
 BASELINE_COLOUR = PALETTE["grey"]
 CANDIDATE_COLOUR = PALETTE["blue"]
@@ -97,8 +97,9 @@ def latency_ecdf(baseline: Sequence[float], candidate: Sequence[float]) -> go.Fi
     fig.add_hline(y=0.95, line={"color": "rgba(128,128,128,0.5)", "width": 1, "dash": "dot"},
                   annotation={"text": "p95", "font": {"size": 10}}, annotation_position="top left")
     fig.update_layout(**base_layout(height=260, showlegend=True, hovermode="closest"))
+    scaled = [q * scale for q in [*baseline, *candidate]]
     fig.update_xaxes(axis(title_text=f"latency ({unit}{', log scale' if log else ''})",
-                          **({"type": "log"} if log else {"rangemode": "tozero"})))
+                          **({"type": "log", **log_ticks(scaled)} if log else {"rangemode": "tozero"})))
     fig.update_yaxes(axis(title_text="share of results", range=[0, 1.02], tickformat=".0%"))
     return fig
 
@@ -214,7 +215,7 @@ def _trend(points: Sequence[TrendPoint], y: Any, hover: str) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[p.when.isoformat() if dated and p.when else safe(p.label) for p in group], y=[y(p) for p in group],
             mode="lines+markers", name=safe(name) or "runs", line={"color": colour, "width": 2},
-            marker={"size": 7}, connectgaps=False,
+            marker={"size": 7}, connectgaps=False, cliponaxis=False,  # a point at 100 % drawn whole
             customdata=[[p.url, safe(p.title), fmt_duration(p.p95)] for p in group], hovertemplate=hover,
         ))
     fig.update_layout(**base_layout(height=260, showlegend=len(groups) > 1, hovermode="closest"))
@@ -225,7 +226,8 @@ def _trend(points: Sequence[TrendPoint], y: Any, hover: str) -> go.Figure:
 
 def pass_rate_trend(points: Sequence[TrendPoint]) -> go.Figure:
     fig = _trend(points, lambda p: p.pass_rate, "%{customdata[1]}<br>pass rate %{y:.1%}<extra></extra>")
-    fig.update_yaxes(axis(range=[0, 1.02], tickformat=".0%", title_text="pass rate"))
+    fig.update_yaxes(axis(range=[-0.03, 1.05], tickformat=".0%", tickvals=[0, 0.25, 0.5, 0.75, 1],
+                          title_text="pass rate"))
     return fig
 
 
@@ -233,8 +235,9 @@ def latency_trend(points: Sequence[TrendPoint]) -> go.Figure:
     scale, unit, log = time_axis([p.p95 for p in points])
     fig = _trend(points, lambda p: None if p.p95 is None else p.p95 * scale,
                  "%{customdata[1]}<br>p95 latency %{customdata[2]}<extra></extra>")
+    scaled = [p.p95 * scale for p in points if p.p95 is not None]
     fig.update_yaxes(axis(title_text=f"p95 latency ({unit}{', log scale' if log else ''})",
-                          **({"type": "log"} if log else {"rangemode": "tozero"})))
+                          **({"type": "log", **log_ticks(scaled)} if log else {"rangemode": "tozero"})))
     return fig
 
 

@@ -11,14 +11,18 @@ import plotly.graph_objects as go
 
 from evaluations.web.charts import PALETTE, axis, base_layout, fmt_seconds, safe
 
-# Span kinds as `evaluations.runs.traces` categorises them (AGENT and CHAIN are agent nodes).
+# Span kinds as `evaluations.interop.otel.spans` categorises them (AGENT and CHAIN are agent nodes).
 KIND_STYLES: dict[str, tuple[str, str]] = {  # kind -> (legend label, colour)
     "node": ("agent node", PALETTE["blue"]),
     "llm": ("LLM call", PALETTE["purple"]),
     "tool": ("tool call", PALETTE["orange"]),
     "other": ("other", PALETTE["grey"]),
 }
-ERROR_OUTLINE = "#D55E00"
+# A failed span is never told by an outline alone: it is drawn in its own series, in
+# vermillion with a hatch (the pattern reads without colour), named "failed span" in the
+# legend, and its row label and bar say "✗ failed" in words.
+FAILED_LABEL, FAILED_COLOUR = "failed span", PALETTE["vermillion"]
+FAILED_MARK = "\u2717"
 
 
 def depth_prefix(depth: int) -> str:
@@ -94,27 +98,34 @@ def tree_order(spans: Sequence[WaterfallSpan]) -> list[_Placed]:
 
 def waterfall(spans: Sequence[WaterfallSpan]) -> go.Figure:
     """Spans as horizontal bars from their start to their end, in seconds since the trace
-    began; a failed span is outlined. Hover: name, kind, start and duration."""
+    began, coloured by kind; a failed span in a series of its own (colour, hatch and the
+    words "✗ failed"). Hover: name, kind, start and duration."""
     placed = [p for p in tree_order(spans) if p.span.start_ns is not None]
     origin = min((p.span.start_ns for p in placed if p.span.start_ns is not None), default=0)
     # Rows are numbered so that two spans of the same name stay two rows.
-    labels = [depth_prefix(p.depth) + (safe(p.span.name) or "(unnamed)") for p in placed]
+    labels = [depth_prefix(p.depth) + (f"{FAILED_MARK} " if _failed(p) else "") + (safe(p.span.name) or "(unnamed)")
+              for p in placed]
     fig = go.Figure()
-    for group, (label, colour) in KIND_STYLES.items():
-        rows = [(i, p) for i, p in enumerate(placed) if kind_group(p.span.kind) == group]
+    series = [(group, label, colour, [(i, p) for i, p in enumerate(placed)
+                                      if not _failed(p) and kind_group(p.span.kind) == group])
+              for group, (label, colour) in KIND_STYLES.items()]
+    series.append(("failed", FAILED_LABEL, FAILED_COLOUR, [(i, p) for i, p in enumerate(placed) if _failed(p)]))
+    for group, label, colour, rows in series:
         if not rows:
             continue
+        failed = group == "failed"
         starts = [((p.span.start_ns or origin) - origin) / 1e9 for _, p in rows]
         durations = [max(0.0, ((p.span.end_ns or p.span.start_ns or origin) - (p.span.start_ns or origin)) / 1e9)
                      for _, p in rows]
         fig.add_trace(go.Bar(
             # An explicit width: plotly would size each trace's bars by its own row spacing.
             y=[i for i, _ in rows], x=durations, base=starts, orientation="h", name=label, width=0.72,
-            marker={"color": colour,
-                    "line": {"color": [ERROR_OUTLINE if p.span.status == "ERROR" else colour for _, p in rows],
-                             "width": [2.5 if p.span.status == "ERROR" else 0 for _, p in rows]}},
+            marker={"color": colour, **({"pattern": {"shape": "/", "fgcolor": "#ffffff", "size": 6},
+                                         "line": {"color": "#000000", "width": 1}} if failed else {})},
+            text=[f"{FAILED_MARK} failed"] * len(rows) if failed else None,
+            textposition="outside" if failed else None, cliponaxis=False,
             customdata=[[safe(p.span.name), safe(p.span.kind or "span"), fmt_seconds(s), fmt_seconds(d),
-                         " · failed" if p.span.status == "ERROR" else ""]
+                         " · failed" if failed else ""]
                         for (_, p), s, d in zip(rows, starts, durations, strict=True)],
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}%{customdata[4]}<br>starts at %{customdata[2]} s"
                           " · takes %{customdata[3]} s<extra></extra>",
@@ -125,3 +136,7 @@ def waterfall(spans: Sequence[WaterfallSpan]) -> go.Figure:
     fig.update_yaxes(axis(showgrid=False, autorange="reversed", tickmode="array",
                           tickvals=list(range(len(placed))), ticktext=labels))
     return fig
+
+
+def _failed(placed: _Placed) -> bool:
+    return placed.span.status == "ERROR"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from django import template
 from django.conf import settings
@@ -12,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.templatetags.static import static
 from django.utils.html import format_html
 
+from evaluations.review.report import duration_text as report_duration
 from evaluations.units import fmt_duration
 
 register = template.Library()
@@ -57,8 +59,17 @@ def plotly_bundle() -> str:
 
 @register.simple_tag
 def plotly_script() -> str:
-    """<script> for the plotly.js bundle (before the figures' data blocks are drawn)."""
-    return format_html('<script src="{}"></script>', static(plotly_bundle()))
+    """For the <head> of pages with charts: where the plotly.js bundle is, and its style sheet.
+    static/js/figures.js fetches the bundle (async) when the first figure comes into the
+    viewport, so it never blocks rendering and a page whose charts are out of view has not
+    parsed it. plotly.js would inject its rules, and maplibre's, as inline <style> elements
+    (which the Content-Security-Policy refuses) unless elements with these ids exist: its
+    rules are served as static/css/plotly.css, and no chart here is a map."""
+    return format_html(
+        '<link rel="stylesheet" id="plotly.js-style-global" class="no-inline-styles" href="{}">\n'
+        '<meta id="9f215cf04c5486422605d13261cb87401f4e7763b6296af81e98efbc0130da53" name="plotly-maplibre-css"'
+        ' content="unused">\n<meta name="evalsite-plotly" content="{}">',
+        static("css/plotly.css"), static(plotly_bundle()))
 
 
 @register.filter
@@ -71,3 +82,54 @@ def duration(seconds: float | None) -> str:
 def lookup(mapping: Any, key: Any) -> Any:
     """`{{ formats|lookup:v.number }}`: a dict's value for a key, or None."""
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def duration_text(value: Any) -> str:
+    """`2 d 3 h`, `5 h 10 min`: how long a case took to fix (evaluations.review.report)."""
+    return report_duration(value)
+
+
+# An eval id longer than this is shown shortened (the whole id stays in its title and copy button).
+EVAL_ID_CHARS = 36
+
+
+@register.filter
+def short_id(text: str, limit: int = EVAL_ID_CHARS) -> str:
+    """An id people can read in a narrow column: whole when short; a path-like id (real ADK
+    files name cases by absolute paths) by its last segments after a leading "…/"; anything
+    else, or a last segment that is itself too long, with "…" in the middle."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    separator = "/" if "/" in text else ("\\" if "\\" in text else "")
+    if separator:
+        parts = [part for part in text.split(separator) if part]
+        tail = parts[-1] if parts else ""
+        for part in reversed(parts[:-1]):
+            if len(part) + len(tail) + 3 > limit:
+                break
+            tail = part + separator + tail
+        if len(tail) + 2 <= limit:
+            return "…" + separator + tail
+        return "…" + separator + short_id(tail, limit - 2)  # the file name itself is long: cut its middle
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+
+
+@register.simple_tag
+def eval_id(text: str | None, href: str = "", **params: Any) -> str:
+    """An eval id, shortened (`short_id`) with the whole id on hover (title) and a copy button
+    when it was cut; linked to `href` (with `params` as its query string) if given. Escaped:
+    ids come from uploaded files."""
+    text = "" if text is None else str(text)
+    if href and params:
+        href += "?" + urlencode(params)
+    shown = short_id(text)
+    tag, attributes = ("a", format_html(' href="{}"', href)) if href else ("span", "")
+    if shown == text:
+        return format_html('<{}{} class="eid">{}</{}>', tag, attributes, shown, tag)
+    return format_html('<{}{} class="eid eid-cut" title="{}">{}</{}><button type="button" class="eid-copy" '
+                       'data-copy-text="{}" aria-label="Copy the whole eval id" '
+                       'title="Copy the whole eval id">⧉</button>',
+                       tag, attributes, text, shown, tag, text)

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from evaluations.accounts.services import may_create_projects
 from evaluations.accounts.tokens import token_create, token_revoke
 from evaluations.models import ApiToken
 from evaluations.web.views.common import current_project
@@ -26,7 +27,8 @@ def _render(request: HttpRequest, form: TokenForm, *, secret: str = "", status: 
     user: Any = request.user  # login_required: never anonymous here
     tokens = ApiToken.objects.filter(user=user).order_by("revoked_at", "-created_at")
     return render(request, "evaluations/accounts/account.html",
-                  {"form": form, "tokens": tokens, "secret": secret}, status=status)
+                  {"form": form, "tokens": tokens, "secret": secret,
+                   "can_create_projects": may_create_projects(user)}, status=status)
 
 
 @login_required

@@ -28,14 +28,24 @@ from django.views.decorators.http import require_GET
 
 from evaluations.converters import MAX_ID
 from evaluations.models import Run, Triage
+from evaluations.review import causes as cause_reads
 from evaluations.review import comparison
-from evaluations.review.baselines import mismatches
+from evaluations.review.baselines import baseline_choice, baseline_words, branch_difference, mismatches, reason_for
 from evaluations.review.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
 from evaluations.review.findings import Finding, findings
 from evaluations.review.selectors import Walk, case_link, label_of, run_label
-from evaluations.review.triage import triage_by_case, triage_stamp_annotations
-from evaluations.review.verdict import reproducibility_line
+from evaluations.review.triage import (
+    TRIAGE_COLUMNS,
+    branch_decisions,
+    decisions_on_branch,
+    thread_url,
+    triage_by_case,
+    triage_cells,
+    triage_stamp_annotations,
+)
+from evaluations.review.verdict import MIN_CASES, NO_CHANGE, NOT_ENOUGH_DATA, p_shown, reproducibility_line
 from evaluations.runs import exports
+from evaluations.runs.listing import branch_stats
 from evaluations.runs.selectors import runs_visible_to
 from evaluations.web.charts import fmt_duration, to_html
 from evaluations.web.charts.compare import (
@@ -51,6 +61,7 @@ from evaluations.web.views.common import SESSION_PROJECT_KEY, enter_project
 
 CASES_PER_PAGE = 50
 BASELINE_CHOICES = 50
+CAUSE_BULK = 200  # a cause's cases its bulk forms post: as many as bulk triage takes (views/review.py)
 BODY_CACHE_SECONDS = 24 * 3600
 # Columns of a run and its eval set that the compare page's request path never reads.
 _UNREAD_FIELDS = ("target", "summary", "input_overrides", "eval_ids", "error",
@@ -82,6 +93,9 @@ class LinkedCase:
     row: CaseRow
     url: str | None
     triage: Triage | None = None  # the case's triage in this comparison, if anyone triaged it
+    # on a feature branch: the default branch's standing decision on the case, and its thread
+    main_triage: Triage | None = None
+    main_url: str = ""
 
     @property
     def needs_triage(self) -> bool:
@@ -108,7 +122,7 @@ class CriterionRow:
     @property
     def direction(self) -> str:
         """worse / better / same, for the arrow and its colour."""
-        if self.delta is None or self.verdict in ("no change", "not enough data") or round(self.delta, 4) == 0:
+        if self.delta is None or self.verdict in (NO_CHANGE, NOT_ENOUGH_DATA) or round(self.delta, 4) == 0:
             return "same"
         return "worse" if self.delta < 0 else "better"
 
@@ -124,6 +138,9 @@ class CriterionRow:
 
     @property
     def p_text(self) -> str:
+        """The flips' p-value, or "" where it is no evidence (one pair, no flip: verdict.p_shown)."""
+        if not p_shown(self.judged, self.pass_to_fail, self.fail_to_pass):
+            return ""
         return "< 0.001" if self.p_value < 0.001 else f"{self.p_value:.3f}"
 
 
@@ -162,6 +179,17 @@ class FilterChip:
 
 
 @dataclass(frozen=True)
+class CauseFilter:
+    pk: int
+    signature: str
+    of_candidate: bool  # a gone cause is the baseline's: nothing of the candidate to triage
+    eval_ids: tuple[str, ...]  # the first MAX_BULK of its cases, for the bulk forms
+    triage_keys: tuple[str, ...]
+    clear_url: str
+    triage_choices: tuple[tuple[str, str], ...] = tuple(Triage.Status.choices)
+
+
+@dataclass(frozen=True)
 class ComparePage:
     baseline: Run
     candidate: Run
@@ -186,8 +214,21 @@ class ComparePage:
     resamples: int
     per_case: str = ""  # is each flip reproducible (evaluations.review.verdict)
     mismatches: tuple[str, ...] = ()  # what makes the two runs unlike (evaluations.review.baselines)
+    branch_note: str = ""  # "feat/x compared with main": said once, not a warning
+    main_branch: str = ""  # the eval set's default branch, when the candidate is on another
     regressions: tuple[Finding, ...] = ()
     improvements: tuple[Finding, ...] = ()
+    causes: cause_reads.RunCauses | None = None  # the candidate's, against the baseline's
+    cause: CauseFilter | None = None  # the cases table shows this cause's cases only
+
+    @property
+    def cause_base(self) -> str:
+        """The URL a cause's id completes: the cases table, every status, of that cause."""
+        params: dict[str, Any] = {"baseline": self.baseline.pk, "candidate": self.candidate.pk, "status": "all"}
+        if self.criterion:
+            params["criterion"] = self.criterion
+        return reverse("compare") + "?" + urlencode(params) + "&cause="
+    min_cases: int = MIN_CASES  # below this a criterion's change is not called (verdict.py)
 
     @property
     def regressed_count(self) -> int:
@@ -199,23 +240,34 @@ class ComparePage:
 
 
 def compare_page(*, baseline: Run, candidate: Run, source: comparison.CaseSource, status: str, q: str,
-                 criterion: str, page: Any) -> ComparePage:
+                 criterion: str, page: Any, cause: int | None = None) -> ComparePage:
     """The page from the comparison's head and one page of its cases (`comparison.CaseSource`):
     the same few queries for 5 cases or 100,000."""
     summary = source.head
+    chosen = cause_reads.cause_of(run_pks=[baseline.pk, candidate.pk], cause_pk=cause)
+    only = cause_reads.eval_ids_of(chosen) if chosen is not None else None
     criteria = [CriterionRow(**c) for c in summary["criteria"]]
     names = [c.name for c in criteria]
     if criterion not in names:
         lead = comparison.lead_criteria(summary)
         criterion = lead[0]["name"] if lead else (names[0] if names else "")
     walk = Walk(baseline.pk, candidate.pk, status, q)
-    paginated = Paginator(source.cases(status, q), CASES_PER_PAGE).get_page(page)
+    paginated = Paginator(source.cases(status, q, only), CASES_PER_PAGE).get_page(page)
     rows = []
-    triage = triage_by_case(baseline=baseline, candidate=candidate, eval_ids=[raw["id"] for raw in paginated])
+    eval_ids = [raw["id"] for raw in paginated]
+    triage = triage_by_case(baseline=baseline, candidate=candidate, eval_ids=eval_ids)
+    evalset_id = candidate.evalset_version.evalset_id
+    _, defaults = branch_stats(project=candidate.project, evalset_ids=[evalset_id])
+    main_branch = defaults.get(evalset_id, candidate.branch)
+    failing = [raw["id"] for raw in paginated if raw["co"] in (comparison.FAIL, comparison.ERROR, comparison.MIXED)]
+    on_main = (decisions_on_branch(evalset_id=evalset_id, branch=main_branch, eval_ids=failing)
+               if main_branch != candidate.branch else {})
     for raw in paginated.object_list:
         pair = raw["sc"].get(criterion)
         row = comparison.case_row(raw, (pair[0], pair[1]) if pair else None)
-        rows.append(LinkedCase(row, case_link(row, baseline, candidate, walk), triage.get(row.eval_id)))
+        decided = on_main.get(row.eval_id)
+        rows.append(LinkedCase(row, case_link(row, baseline, candidate, walk), triage.get(row.eval_id),
+                               decided, thread_url(decided) if decided is not None else ""))
     paginated.object_list = rows
 
     base_url = reverse("compare")
@@ -229,6 +281,8 @@ def compare_page(*, baseline: Run, candidate: Run, source: comparison.CaseSource
             params["q"] = q
         if criterion:
             params["criterion"] = criterion
+        if chosen is not None:
+            params["cause"] = chosen.pk
         filters.append(FilterChip(key, STATUSES.get(key), count, base_url + "?" + urlencode(params), key == status))
 
     latency = summary["latency"]
@@ -249,9 +303,25 @@ def compare_page(*, baseline: Run, candidate: Run, source: comparison.CaseSource
         tags_html=to_html(tag_pass_rates([TagPair(**t) for t in summary["tags"]])) if summary["tags"] else "",
         resamples=summary["resamples"],
         per_case="" if summary["counts"].get(comparison.PENDING) else reproducibility_line(summary),
-        mismatches=tuple(mismatches(baseline, candidate)),
+        mismatches=tuple(mismatches(baseline, candidate)), branch_note=branch_difference(baseline, candidate),
+        main_branch=main_branch if main_branch != candidate.branch else "",
         regressions=tuple(found[comparison.REGRESSED]), improvements=tuple(found[comparison.IMPROVED]),
+        causes=cause_reads.compared_causes(baseline=baseline, candidate=candidate),
+        cause=_cause_filter(chosen, baseline, candidate, status, criterion) if chosen is not None else None,
     )
+
+
+def _cause_filter(chosen: Any, baseline: Run, candidate: Run, status: str, criterion: str) -> CauseFilter:
+    """The chosen cause with what its bulk forms post: its first `CAUSE_BULK` cases (one query)."""
+    of_candidate = chosen.cause_set_id == candidate.pk
+    eval_ids = tuple(dict.fromkeys(
+        chosen.results.order_by("eval_id").values_list("eval_id", flat=True)[:CAUSE_BULK * 4]))[:CAUSE_BULK]
+    params = {"baseline": baseline.pk, "candidate": candidate.pk, "status": status}
+    if criterion:
+        params["criterion"] = criterion
+    return CauseFilter(chosen.pk, chosen.signature, of_candidate, eval_ids if of_candidate else (),
+                       tuple(f"{candidate.pk}:{baseline.pk}:{e}" for e in eval_ids) if of_candidate else (),
+                       reverse("compare") + "?" + urlencode(params) + "#cases")
 
 
 def _scatter(source: comparison.CaseSource, criterion: str, candidate: Run, walk: Walk) -> str:
@@ -272,10 +342,11 @@ def _scatter(source: comparison.CaseSource, criterion: str, candidate: Run, walk
     return to_html(paired_scatter(points, criterion, note=note)) if points else ""
 
 
-def _pair(request: HttpRequest, candidate_id: int) -> tuple[Run, Run | None]:
+def _pair(request: HttpRequest, candidate_id: int) -> tuple[Run, Run | None, str]:
     """The candidate run and the `?baseline=` run (default: the eval set's pinned run, else the
-    previous completed one), both visible to the user and of one project, else 404. Both in
-    one query, without the columns the compare pages never read (they are requested often)."""
+    previous completed one), both visible to the user and of one project, else 404, and why that
+    baseline (`baselines.PINNED`, ..., `CHOSEN`). Both in one query, without the columns the
+    compare pages never read (they are requested often)."""
     baseline_id = parse_id(request.GET.get("baseline"))
     if request.GET.get("baseline") and baseline_id is None:
         raise Http404("no such run")
@@ -286,11 +357,12 @@ def _pair(request: HttpRequest, candidate_id: int) -> tuple[Run, Run | None]:
     if candidate is None:
         raise Http404("no such run")
     if baseline_id is None:
-        return candidate, comparison.default_baseline(candidate)
+        choice = baseline_choice(candidate)  # the one default rule (comparison.default_baseline)
+        return candidate, choice.run if choice else None, choice.reason if choice else ""
     baseline = found.get(baseline_id)
     if baseline is None or baseline.project_id != candidate.project_id:
         raise Http404("no such run")
-    return candidate, baseline
+    return candidate, baseline, reason_for(baseline=baseline, candidate=candidate)
 
 
 @login_required
@@ -308,7 +380,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             response = HttpResponse(cached)
             patch_vary_headers(response, ["HX-Request"])
             return response
-    candidate, baseline = _pair(request, candidate_id)
+    candidate, baseline, reason = _pair(request, candidate_id)
     enter_project(request, candidate.project)
     context: dict[str, Any] = {"candidate": candidate, "candidate_label": run_label(candidate),
                                "evalset": candidate.evalset_version.evalset}
@@ -325,7 +397,8 @@ def compare(request: HttpRequest) -> HttpResponse:
 
     if not partial and all(pk != baseline.pk for pk, _ in context["choices"]):  # a pinned baseline older than those
         context["choices"] = [(baseline.pk, run_label(baseline)), *context["choices"]]
-    context.update(baseline=baseline, baseline_id=baseline.pk, baseline_label=run_label(baseline))
+    context.update(baseline=baseline, baseline_id=baseline.pk, baseline_label=run_label(baseline),
+                   baseline_named=baseline_words(baseline=baseline, candidate=candidate, reason=reason))
     body = _body(request, baseline, candidate, partial)
     if partial:
         response = HttpResponse(body)
@@ -342,12 +415,15 @@ def compare(request: HttpRequest) -> HttpResponse:
 # it shows that can change, read in one SQL statement (below); a request that finds it costs
 # that statement and the session's and user's, and no template. Each part is text, so one
 # UNION serves both PostgreSQL and SQLite.
-PAGE_CACHE_VERSION = 1
+PAGE_CACHE_VERSION = 2  # 2: the header names the baseline (pinned or not, what differs)
 _FINGERPRINT_SQL = """
 SELECT 'r', CAST(r.id AS TEXT), CAST(r.project_id AS TEXT), r.status, CAST(r.finished_at AS TEXT),
        r.name, r.model, r.branch, r.git_commit, CAST(e.id AS TEXT), e.name, e.eval_set_id,
-       CASE WHEN %(superuser)s = 1 OR EXISTS (SELECT 1 FROM evaluations_membership m
-            WHERE m.project_id = r.project_id AND m.user_id = %(user)s) THEN '1' ELSE '0' END
+       CASE WHEN NOT EXISTS (SELECT 1 FROM evaluations_project ap WHERE ap.id = r.project_id
+                             AND ap.archived_at IS NOT NULL)
+             AND (%(superuser)s = 1 OR EXISTS (SELECT 1 FROM evaluations_membership m
+            WHERE m.project_id = r.project_id AND m.user_id = %(user)s)) THEN '1' ELSE '0' END,
+       CAST(e.baseline_run_id AS TEXT)
   FROM evaluations_run r
   JOIN evaluations_evalsetversion v ON v.id = r.evalset_version_id
   JOIN evaluations_evalset e ON e.id = v.evalset_id
@@ -363,16 +439,18 @@ SELECT 'c', CAST(c.id AS TEXT), CAST(c.version AS TEXT), CAST(c.computed_at AS T
          JOIN evaluations_run tc ON tc.id = %(candidate)s
          JOIN evaluations_evalsetversion tv ON tv.id = tc.evalset_version_id
          WHERE t.evalset_id = tv.evalset_id AND t.branch = tc.branch),
-       NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL
   FROM evaluations_comparison c
  WHERE c.baseline_id = %(baseline)s AND c.candidate_id = %(candidate)s
 UNION ALL
-SELECT 'p', CAST(p.id AS TEXT), p.slug, p.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT 'p', CAST(p.id AS TEXT), p.slug, p.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
   FROM evaluations_project p
- WHERE %(superuser)s = 1 OR p.id IN (SELECT m.project_id FROM evaluations_membership m WHERE m.user_id = %(user)s)
+ WHERE p.archived_at IS NULL
+   AND (%(superuser)s = 1 OR p.id IN (SELECT m.project_id FROM evaluations_membership m WHERE m.user_id = %(user)s))
 UNION ALL
 SELECT * FROM (
-  SELECT 'o', CAST(o.id AS TEXT), o.name, o.model, o.branch, o.git_commit, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  SELECT 'o', CAST(o.id AS TEXT), o.name, o.model, o.branch, o.git_commit,
+         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
     FROM evaluations_run o
     JOIN evaluations_evalsetversion ov ON ov.id = o.evalset_version_id
    WHERE ov.evalset_id = (SELECT v.evalset_id FROM evaluations_run r
@@ -430,12 +508,14 @@ def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) ->
     kept in the cache, keyed by the stored comparison, the pair's triage state and the
     filters: a page that costs ~100 ms to build at 10,000 cases (decoding the summary,
     drawing four figures) is then a cache read."""
-    params = [request.GET.get(name, "") for name in ("status", "q", "criterion", "page")]
+    params = [request.GET.get(name, "") for name in ("status", "q", "criterion", "page", "cause")]
     stamp = comparison.stored_stamp(baseline=baseline, candidate=candidate, **triage_stamp_annotations())
     key = None
     if stamp is not None:
         # the whole query string: the table's paging links repeat it ({% querystring %})
-        identity = json.dumps([stamp, partial, sorted(request.GET.lists())])
+        # a cause's bulk forms carry a CSRF token: that body is the user's own
+        identity = json.dumps([stamp, partial, sorted(request.GET.lists()),
+                               request.META.get("CSRF_COOKIE") if params[4] else None])
         key = "compare-body:" + hashlib.sha256(identity.encode()).hexdigest()
         cached = cache.get(key)
         if cached is not None:
@@ -445,7 +525,7 @@ def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) ->
     if status not in FILTERS:
         status = "all"
     page = compare_page(baseline=baseline, candidate=candidate, source=source, status=status,
-                        q=params[1].strip(), criterion=params[2], page=params[3] or 1)
+                        q=params[1].strip(), criterion=params[2], page=params[3] or 1, cause=parse_id(params[4]))
     template = "evaluations/compare/_cases.html" if partial else "evaluations/compare/_body.html"
     body = render_to_string(template, {"page": page}, request)
     if key is not None:
@@ -457,15 +537,27 @@ def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) ->
 @require_GET
 def compare_csv(request: HttpRequest) -> StreamingHttpResponse:
     """The comparison's cases as CSV (`?baseline=&candidate=`, and the page's `status` / `q`
-    filters): one row per case with both outcomes and per-criterion scores and deltas."""
-    candidate, baseline = _pair(request, parse_id(request.GET.get("candidate")) or 0)
+    filters): one row per case with both outcomes, per-criterion scores and deltas, and the
+    case's triage on the candidate's branch (status, assignee, who decided, last comment)."""
+    candidate, baseline, _ = _pair(request, parse_id(request.GET.get("candidate")) or 0)
     if baseline is None or baseline.pk == candidate.pk:
         raise Http404("no baseline to compare with")
     summary = comparison.comparison_get(baseline=baseline, candidate=candidate)
     status = request.GET.get("status", "all")
     cases = comparison.filter_cases(summary, status if status in FILTERS else "all", request.GET.get("q", ""))
-    response = StreamingHttpResponse(exports.csv_lines(comparison.csv_rows(summary, cases)),
-                                     content_type="text/csv; charset=utf-8")
+    decided, comments = branch_decisions(evalset_id=candidate.evalset_version.evalset_id, branch=candidate.branch)
+
+    def with_triage() -> Any:  # each case's decision on the candidate's branch and its last comment
+        rows = iter(comparison.csv_rows(summary, cases))
+        yield [*next(rows), *TRIAGE_COLUMNS]
+        for row in rows:
+            t = decided.get(row[0])
+            yield [*row, *triage_cells(t, comments.get(t.pk) if t is not None else None)]
+
+    lines: Any = with_triage()
+    if candidate.is_finished:  # a last column: the candidate's causes of the case
+        lines = cause_reads.with_causes_column(lines, candidate)
+    response = StreamingHttpResponse(exports.csv_lines(lines), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="compare-{baseline.pk}-{candidate.pk}.csv"'
     return response
 

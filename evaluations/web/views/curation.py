@@ -451,7 +451,8 @@ def run_promote_selected(request: HttpRequest, run_pk: int) -> HttpResponse:
     if not eval_ids and request.POST.get("from_table"):
         # the run page's cases table, as filtered (a filter is required: not the whole run)
         current = {
-            k: request.POST.get(k, request.POST.get(f"opened_{k}", "")) for k in ("status", "tag", "criterion", "q")
+            k: request.POST.get(k, request.POST.get(f"opened_{k}", ""))
+            for k in ("status", "tag", "criterion", "q", "cause")
         }
         filters = run_pages.ResultFilters.from_query(current, run_pages.run_criteria(run))
         if filters.active:

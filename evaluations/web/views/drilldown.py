@@ -20,7 +20,6 @@ that the template wraps in <ins>/<del>.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -32,7 +31,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
-from pydantic import ValidationError
 
 from evaluations.evalsets.selectors import pretty_json
 from evaluations.evaluators.base import aligned_turns, text_of
@@ -42,22 +40,32 @@ from evaluations.evaluators.diffing import (
     MISSING,
     UNEXPECTED,
     AlignmentRow,
+    ArgRules,
     align,
     child_path,
 )
 from evaluations.models import CaseResult, EvalCase, Run, Score, Span, Trace
 from evaluations.review import comparison
-from evaluations.review.drilldown import CLOSE_ENOUGH, Repeat, Row, justification_rows, repeats_of, shared_fraction
+from evaluations.review.drilldown import (
+    CLOSE_ENOUGH,
+    Repeat,
+    Row,
+    justification_rows,
+    repeats_of,
+    result_output,
+    shared_fraction,
+    turn_pairs,
+)
 from evaluations.review.selectors import Walk, run_label, trajectory_settings
 from evaluations.runs.engine import native_case
 from evaluations.schemas.evalset import EvalCase as NativeCase
-from evaluations.schemas.evalset import Invocation, ToolCall
+from evaluations.schemas.evalset import Invocation, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from evaluations.web.charts import to_html
 from evaluations.web.charts.trace import WaterfallSpan, waterfall
 from evaluations.web.views.common import can_upload, enter_project
 from evaluations.web.views.compare import CASES_PER_PAGE, FILTERS, parse_id, runs_visible_to
-from evaluations.web.views.grades import panel_context as grades_panel_context
+from evaluations.web.views.grade_panel import panel_context as grades_panel_context
 from evaluations.web.views.triage import panel_context
 
 # Beyond these sizes a diff would cost more than it shows: both texts are shown whole instead.
@@ -213,6 +221,13 @@ class DiffRow:
     left: CallSide | None
     right: CallSide | None
     args: list[ArgLine]
+    anchor: str = ""  # the row's id in the page, for the summary's jump links
+    paths: tuple[str, ...] = ()  # the argument paths that differ
+
+    @property
+    def name(self) -> str:
+        side = self.left or self.right
+        return side.name if side is not None else ""
 
     @property
     def label(self) -> str:
@@ -232,14 +247,60 @@ def _side(call: ToolCall | None) -> CallSide | None:
                     fields.get("latency_seconds"))
 
 
-def diff_rows(rows: list[AlignmentRow]) -> list[DiffRow]:
+def diff_rows(rows: list[AlignmentRow], anchor: str = "") -> list[DiffRow]:
+    """The rows drawn; with `anchor`, each row gets the id `<anchor>-call-<n>`."""
     out = []
-    for row in rows:
+    for number, row in enumerate(rows, start=1):
         e, a = row.expected, row.actual
         diffs = [d.as_dict() for d in row.arg_diffs]
         args = arg_lines(e.args if e else {}, a.args if a else {}, diffs)
-        out.append(DiffRow(row.kind, _side(e), _side(a), args))
+        out.append(DiffRow(row.kind, _side(e), _side(a), args, f"{anchor}-call-{number}" if anchor else "",
+                           tuple(d.path for d in row.arg_diffs)))
     return out
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One line of the drill-down's summary: what differs, and where on the page."""
+
+    turn: int
+    text: str  # "1 missing call: get_weather", "`city` differs"
+    anchor: str
+
+    @property
+    def code(self) -> str:
+        """The argument path the text names in backticks, if any (shown as code)."""
+        return self.text[1:self.text.index("`", 1)] if self.text.startswith("`") else ""
+
+    @property
+    def rest(self) -> str:
+        return self.text[len(self.code) + 2:] if self.code else self.text
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def differences(turn: TurnView) -> list[Difference]:
+    """What differs in one turn, in the order the page shows it."""
+    anchor = f"turn-{turn.number}"
+    if turn.turn_missing:
+        return [Difference(turn.number, "no actual turn", anchor)]
+    found = []
+    if turn.error:
+        found.append(Difference(turn.number, "the turn errored", anchor))
+    for kind, word in ((MISSING, "missing call"), (UNEXPECTED, "unexpected call")):
+        rows = [row for row in turn.tool_rows if row.kind == kind]
+        if rows:
+            names = ", ".join(dict.fromkeys(row.name for row in rows))
+            found.append(Difference(turn.number, f"{_plural(len(rows), word)}: {names}", rows[0].anchor))
+    for row in turn.tool_rows:
+        if row.kind == ARGS_DIFFER:
+            for path in row.paths or ("arguments",):
+                found.append(Difference(turn.number, f"`{path}` differs in {row.name}", row.anchor))
+    if turn.expected_response is not None and turn.response_differs:
+        found.append(Difference(turn.number, "the final response differs", f"{anchor}-response"))
+    return found
 
 
 
@@ -273,11 +334,24 @@ class TurnView:
     scores: list[TurnScore] = field(default_factory=list)
     side_by_side: bool = False  # the responses share too little for a word diff to help
 
+    baseline_as_expected: bool = False  # the baseline made the expected calls: its table would repeat this one
+
     @property
     def baseline_all_matched(self) -> bool:
         """The baseline's calls all match this run's (or neither made one): nothing to look at
         unless asked."""
         return self.baseline_rows is not None and all(row.kind == MATCHED for row in self.baseline_rows)
+
+    @property
+    def calls_folded(self) -> int:
+        """How many calls matched: drawn folded."""
+        return sum(1 for row in self.tool_rows if row.kind == MATCHED)
+
+    @property
+    def response_differs(self) -> bool:
+        if self.actual_response is None:
+            return True
+        return (self.expected_response or "").strip() != self.actual_response.strip()
 
     @property
     def response_changed(self) -> bool:
@@ -352,37 +426,14 @@ class DrillPage:
     case_url: str = ""
     repeats: list[Repeat] = field(default_factory=list)
 
-
-def _output(result: CaseResult) -> tuple[AgentOutput | None, str | None]:
-    """The result's output as the evaluators saw it (a trace fills in what the agent did
-    not report), or why there is none."""
-    if result.output is None:
-        return None, result.error or "no output was recorded for this case"
-    try:
-        output = AgentOutput.model_validate(result.output)
-    except ValidationError as exc:
-        return None, f"the stored output cannot be read: {exc}"
-    if output.trace:
-        from evaluations.runs.traces import apply_trace
-
-        with contextlib.suppress(Exception):  # a broken trace was reported when the run scored it
-            output = apply_trace(output)
-    return output, output.error
+    @property
+    def differences(self) -> list[Difference]:
+        """The summary at the top: every difference of every turn, with its jump link."""
+        return [found for turn in self.turns for found in differences(turn)]
 
 
 def _message_text(message: Any) -> str | None:
     return None if message is None else message.get_text()
-
-
-def _turns(case: NativeCase, output: AgentOutput | None) -> list[tuple[Invocation | None, TurnOutput | None]]:
-    """Each expected turn with the actual turn that answers it, then actual turns nothing
-    expected (a simulated conversation has only those)."""
-    if output is None:
-        return [(inv, None) for inv in case.conversation]
-    pairs: list[tuple[Invocation | None, TurnOutput | None]] = list(aligned_turns(case, output))
-    used = {id(turn) for _, turn in pairs if turn is not None}
-    pairs += [(None, turn) for turn in output.turns if id(turn) not in used]
-    return pairs
 
 
 def _baseline_turns(case: NativeCase, output: AgentOutput | None) -> dict[str, TurnOutput | None]:
@@ -428,12 +479,47 @@ def _traces(result: CaseResult) -> list[TraceView]:
     return views
 
 
+def turn_view(index: int, invocation: Invocation | None, turn: TurnOutput | None, match_type: MatchType,
+              rules: ArgRules, scores: list[TurnScore] | None = None, *, anchors: bool = True,
+              diff_responses: bool = True) -> TurnView:
+    """One turn as the drill-down (and the grading queue) shows it: the user's message, the
+    expected and actual final responses with their word diff, and the step-aligned calls.
+    `anchors=False` leaves the calls without ids (a page showing several cases' turns);
+    `diff_responses=False` skips the word diff (a page that shows the two responses whole)."""
+    expected_calls = invocation.expected_tool_trajectory if invocation else []
+    actual_calls = turn.tool_calls if turn else []
+    alignment = align(expected_calls, actual_calls, match_type, rules)
+    expected_text = (_message_text(invocation.expected_final_response) if invocation else None)
+    actual_text = text_of(turn.final_response) if turn is not None and turn.final_response is not None else None
+    both = diff_responses and expected_text is not None and actual_text is not None
+    diff = word_diff(expected_text or "", actual_text or "") if both else None
+    side_by_side = diff is not None and shared_fraction(diff) < CLOSE_ENOUGH
+    if side_by_side:
+        diff = None
+    return TurnView(
+        number=index + 1,
+        invocation_id=invocation.invocation_id if invocation else (turn.invocation_id or "" if turn else ""),
+        user_text=invocation.user_content.get_text() if invocation else None,
+        expected_response=expected_text,
+        actual_response=actual_text,
+        response_diff=diff,
+        diff_too_long=diff is None and not side_by_side and both,
+        side_by_side=side_by_side,
+        tool_rows=diff_rows(alignment.rows, f"turn-{index + 1}" if anchors else ""),
+        counts={kind: alignment.count(kind) for kind in (MATCHED, ARGS_DIFFER, MISSING, UNEXPECTED)},
+        turn_missing=invocation is not None and turn is None,
+        error=turn.error if turn else None,
+        latency=turn.latency_seconds if turn else None,
+        scores=scores or [],
+    )
+
+
 def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_result: CaseResult | None) -> DrillPage:
     case = native_case(result.case)
-    output, output_error = _output(result)
+    output, output_error = result_output(result)
     match_type, rules = trajectory_settings(run.config)
     base_case = native_case(baseline_result.case) if baseline_result is not None else None
-    base_output = _output(baseline_result)[0] if baseline_result is not None else None
+    base_output = result_output(baseline_result)[0] if baseline_result is not None else None
     base_turns = _baseline_turns(base_case, base_output) if base_case is not None else {}
     base_by_position = list(base_turns.values())
 
@@ -444,38 +530,19 @@ def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_r
             turn_scores.setdefault(s.turn_index, []).append(TurnScore(s.criterion, s.score, s.passed))
 
     turns = []
-    for index, (invocation, turn) in enumerate(_turns(case, output)):
+    for index, (invocation, turn) in enumerate(turn_pairs(case, output)):
+        view = turn_view(index, invocation, turn, match_type, rules, turn_scores.get(index, []))
         expected_calls = invocation.expected_tool_trajectory if invocation else []
         actual_calls = turn.tool_calls if turn else []
-        alignment = align(expected_calls, actual_calls, match_type, rules)
-        expected_text = (_message_text(invocation.expected_final_response) if invocation else None)
-        actual_text = text_of(turn.final_response) if turn is not None and turn.final_response is not None else None
-        diff = word_diff(expected_text, actual_text) if expected_text is not None and actual_text is not None else None
-        side_by_side = diff is not None and shared_fraction(diff) < CLOSE_ENOUGH
-        if side_by_side:
-            diff = None
-        view = TurnView(
-            number=index + 1,
-            invocation_id=invocation.invocation_id if invocation else (turn.invocation_id or "" if turn else ""),
-            user_text=invocation.user_content.get_text() if invocation else None,
-            expected_response=expected_text,
-            actual_response=actual_text,
-            response_diff=diff,
-            diff_too_long=diff is None and not side_by_side and expected_text is not None and actual_text is not None,
-            side_by_side=side_by_side,
-            tool_rows=diff_rows(alignment.rows),
-            counts={kind: alignment.count(kind) for kind in (MATCHED, ARGS_DIFFER, MISSING, UNEXPECTED)},
-            turn_missing=invocation is not None and turn is None,
-            error=turn.error if turn else None,
-            latency=turn.latency_seconds if turn else None,
-            scores=turn_scores.get(index, []),
-        )
         if baseline_result is not None:
             base_turn = (base_turns.get(invocation.invocation_id) if invocation else None)
             if base_turn is None and invocation is None and index < len(base_by_position):
                 base_turn = base_by_position[index]
             base_calls = base_turn.tool_calls if base_turn else []
             view.baseline_rows = diff_rows(align(base_calls, actual_calls, match_type, rules).rows)
+            # Where the baseline did what was expected, its table would only repeat the one above.
+            view.baseline_as_expected = all(row.kind == MATCHED for row in
+                                            align(expected_calls, base_calls, match_type, rules).rows)
             if base_turn is not None and base_turn.final_response is not None:
                 view.baseline_response = text_of(base_turn.final_response)
         turns.append(view)

@@ -6,6 +6,7 @@ import re
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import (
     Http404,
     HttpRequest,
@@ -19,13 +20,13 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluations.audit import object_history, record_uploads
+from evaluations.audit import object_history, record_rename, record_uploads
 from evaluations.evalsets import exports, selectors
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile
-from evaluations.evalsets.formats import check_size as check_upload_size
 from evaluations.evalsets.forms import UploadForm
-from evaluations.evalsets.services import evalset_import
-from evaluations.models import OPEN_VERSION, EvalSetSource, Project
+from evaluations.evalsets.services import RenameError, evalset_import, evalset_rename
+from evaluations.interop import EvalSetImportError, SourceFile
+from evaluations.interop import check_size as check_upload_size
+from evaluations.models import OPEN_VERSION, EvalSetSource, Membership, Project
 from evaluations.runs.exports import version_native_chunks
 from evaluations.web.views.common import SESSION_PROJECT_KEY, can_upload, current_project, enter_project
 
@@ -69,6 +70,10 @@ def project_switch(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def evalset_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    return _detail(request, pk)
+
+
+def _detail(request: HttpRequest, pk: int, rename_error: str = "") -> HttpResponse:
     evalset = get_object_or_404(selectors.evalsets_visible_to(request.user).select_related("project"), pk=pk)
     version_number = _int_or_none(request.GET.get("version"))
     if request.GET.get("version") and version_number is None:
@@ -82,8 +87,10 @@ def evalset_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     if page is None:
         raise Http404("no such version")
+    role = evalset.project.role_of(request.user)  # one query: who may edit, run and delete
     context: dict[str, object] = {"page": page, "evalset": evalset,
-                                  "can_edit": can_upload(request.user, evalset.project),
+                                  "can_edit": role in {Membership.Role.MEMBER, Membership.Role.ADMIN},
+                                  "can_admin": role == Membership.Role.ADMIN,
                                   "tool_formats": exports.tool_formats(
                                       evalset.pk, [(v.number, v.how_created, v.source_format) for v in page.versions])}
     # htmx swaps just the table while someone types; a history restore wants the whole page.
@@ -92,6 +99,7 @@ def evalset_detail(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         enter_project(request, evalset.project)
         context["history"] = object_history(evalset)
+        context["rename_error"] = rename_error
         if context["can_edit"] and page.is_latest:  # the bulk form's "move to" choices
             context["move_targets"] = list(selectors.evalsets_visible_to(request.user)
                                            .filter(project=evalset.project).exclude(pk=evalset.pk)
@@ -134,6 +142,18 @@ def version_native(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     version = get_object_or_404(selectors.versions_visible_to(request.user).select_related("evalset"), pk=pk)
     response = StreamingHttpResponse(version_native_chunks(version), content_type="application/json; charset=utf-8")
     filename = _safe_filename(version.evalset.eval_set_id) + ".evalset.json"
+    response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
+    return response
+
+
+@login_required
+@require_GET
+def version_outputs_skeleton(request: HttpRequest, pk: int) -> StreamingHttpResponse:
+    """The version's outputs file to fill in (JSON lines: a line per case, its turns' blanks)."""
+    version = get_object_or_404(selectors.versions_visible_to(request.user).select_related("evalset"), pk=pk)
+    response = StreamingHttpResponse(selectors.outputs_skeleton_lines(version),
+                                     content_type="application/x-ndjson; charset=utf-8")
+    filename = selectors.outputs_skeleton_filename(version)
     response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
     return response
 
@@ -204,3 +224,23 @@ def _int_or_none(value: str | None) -> int | None:
 
 def _safe_filename(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "evalset"
+
+
+@login_required
+@require_POST
+def evalset_rename_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """POST `name`: the eval set's new name (members and admins), recorded in its activity with
+    the old one. A bad name re-renders the page with the error (400) and changes nothing."""
+    evalset = get_object_or_404(selectors.evalsets_visible_to(request.user).select_related("project"), pk=pk)
+    if not can_upload(request.user, evalset.project):
+        raise PermissionDenied("only members rename eval sets")
+    try:
+        with transaction.atomic():
+            before = evalset_rename(evalset=evalset, name=request.POST.get("name", ""))
+            if before is not None:
+                record_rename(evalset=evalset, actor=request.user, before=before, via="the page")
+    except RenameError as exc:
+        response = _detail(request, pk, rename_error=str(exc))
+        response.status_code = 400
+        return response
+    return HttpResponseRedirect(reverse("evalset_detail", args=[evalset.pk]))

@@ -27,27 +27,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from evaluations.models import CaseResult, Membership, Project, Run
+from evaluations.models import CaseResult, Project
 from evaluations.review import calibration, grades
+from evaluations.web.views import grading_context as context_views
 from evaluations.web.views.common import current_project
 from evaluations.web.views.compare import parse_id, runs_visible_to
-
-WRITERS = {Membership.Role.MEMBER, Membership.Role.ADMIN}
-
-
-def panel_context(
-    *, user: Any, run: Run, result: CaseResult, error: str = "", role: str | None = None
-) -> dict[str, Any]:
-    """What `grades/_drill_grades.html` shows: each criterion's automatic verdict and grades."""
-    if role is None:
-        role = run.project.role_of(user)
-    return {
-        "criteria": grades.result_grades(result=result, user=user),
-        "can_grade": role in WRITERS,
-        "run": run,
-        "result": result,
-        "error": error,
-    }
+from evaluations.web.views.grade_panel import WRITERS, panel_context
 
 
 def parse_score(raw: str | None) -> float | None:
@@ -85,6 +70,7 @@ def scope_from(project: Project, params: QueryDict) -> grades.QueueScope:
         criterion=params.get("criterion", "")[:100],
         judge_model=params.get("judge_model"),
         prompt_version=None if version is None else ("" if version == "-" else version),
+        kind=params.get("kind", "") if params.get("kind", "") in grades.KINDS else "",
     )
 
 
@@ -136,7 +122,8 @@ def grade_save(request: HttpRequest) -> HttpResponse:
             return render(
                 request,
                 "evaluations/grades/_queue_row.html",
-                {"item": item, "can_grade": True, "error": error, "scope_query": scope.query()},
+                {"item": item, "item_context": context_views.grading_context(item.source), "can_grade": True,
+                 "error": error, "scope_query": scope.query()},
             )
         if error:
             return HttpResponse(f"Not saved: {error}", status=400, content_type="text/plain; charset=utf-8")
@@ -174,13 +161,33 @@ def grading_queue(request: HttpRequest) -> HttpResponse:
             {
                 "scope": scope,
                 "queue": page,
+                "entries": entries(page.items),
                 "scope_query": query,
                 "can_grade": project.role_of(request.user) in WRITERS,
                 "page_query": urlencode(query),
                 "calibration_url": reverse("judge_calibration"),
+                "kinds": kind_links(scope),
             }
         )
     return render(request, "evaluations/grades/queue.html", context)
+
+
+def entries(items: list[grades.QueueItem]) -> list[tuple[grades.QueueItem, Any]]:
+    """Each item with its context; a result's turns are laid out once for all its criteria."""
+    seen: dict[int, Any] = {}
+    return [(item, context_views.grading_context(item.source, seen)) for item in items]
+
+
+def kind_links(scope: grades.QueueScope) -> list[tuple[str, str, bool]]:
+    """The queue's "all / LLM-judged only / deterministic only" filter: (label, url, selected),
+    each keeping the scope's other filters."""
+    links = []
+    for kind, label in (("", "all criteria"), *grades.KINDS.items()):
+        query = {**scope.query(), "kind": kind}
+        if not kind:
+            del query["kind"]
+        links.append((label, reverse("grading_queue") + ("?" + urlencode(query) if query else ""), kind == scope.kind))
+    return links
 
 
 @login_required
@@ -191,5 +198,7 @@ def judge_calibration(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "evaluations/grades/calibration.html",
-        {"project": project, "rows": rows, "queue_url": reverse("grading_queue")},
+        {"project": project, "rows": rows, "queue_url": reverse("grading_queue"),
+         "llm_queue_url": reverse("grading_queue") + "?" + urlencode({"kind": grades.LLM_JUDGED}),
+         "counted": sorted({row.criterion for row in rows})},
     )

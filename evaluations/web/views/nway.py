@@ -32,6 +32,7 @@ from django.views.decorators.http import require_GET
 from evaluations.models import EvalSet, Run
 from evaluations.review import leaderboard as boards
 from evaluations.review import nway
+from evaluations.review.causes import causes_across
 from evaluations.review.selectors import run_label
 from evaluations.runs import exports
 from evaluations.runs.selectors import runs_visible_to
@@ -130,6 +131,7 @@ def _nway_body(request: HttpRequest, runs: list[Run], reference: Run, summary: n
         "runs_param": base["runs"], "reference": reference, "case_url": case_url,
         "csv_url": reverse("nway_csv") + "?" + urlencode({**base, "criterion": criterion, "sort": sort}),
         "columns": [(column.run, column.label) for column in summary.runs], "pending": summary.pending,
+        **dict(zip(("across", "across_total"), causes_across(runs), strict=True)),
     }, request)
 
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluations.audit import record_run
-from evaluations.evalsets.formats import EvalSetImportError, SourceFile, check_size
+from evaluations.interop import EvalSetImportError, SourceFile, check_size
 from evaluations.models import AuditEvent, Project, Run
 from evaluations.runs.import_forms import ResultsImportForm
 from evaluations.runs.imports import results_import, run_rescore

@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -23,6 +24,7 @@ from evaluations.ingest.runs import traces_run_create, traces_waiting
 from evaluations.models import AuditEvent, Membership, Run
 from evaluations.ordering import config_in_order
 from evaluations.review import selectors as review_selectors
+from evaluations.review.causes import run_causes
 from evaluations.review.selectors import baseline_link
 from evaluations.runs import listing, selectors
 from evaluations.runs import page as run_pages
@@ -56,6 +58,16 @@ def _visible_run(request: HttpRequest, pk: int) -> Run:
 # --- Home -------------------------------------------------------------------------------------
 
 
+def home_monitors(project: Any) -> list[tuple[Any, int, int, int]]:
+    """Each monitor of the project with its last 24 h (passed, scored, failed): two queries."""
+    from evaluations.models import Monitor
+    from evaluations.monitors.stats import last_day
+
+    monitors = list(Monitor.objects.filter(project=project).only("pk", "name", "level", "enabled", "version")[:20])
+    day = last_day([m.pk for m in monitors], timezone.now()) if monitors else {}
+    return [(m, *day.get(m.pk, (0, 0)), day.get(m.pk, (0, 0))[1] - day.get(m.pk, (0, 0))[0]) for m in monitors]
+
+
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
@@ -73,9 +85,10 @@ def home(request: HttpRequest) -> HttpResponse:
     else:
         page = review_selectors.home_page(project=project) if project else None
         can_write = bool(project and project.can_write(request.user))
-        watch = [t.latest.pk for t in page.trends if t.latest.status in selectors.ACTIVE] if page else []
+        watch = [b.latest.pk for b in page.rows if b.latest.status in selectors.ACTIVE] if page else []
         response = render(request, "evaluations/runs/home.html",
-                          {"project": project, "page": page, "can_write": can_write, "watch": watch})
+                          {"project": project, "page": page, "can_write": can_write, "watch": watch,
+                           "monitors": home_monitors(project) if project else []})
     patch_vary_headers(response, ["HX-Request"])
     return response
 
@@ -148,8 +161,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
     choices = selectors.new_run_choices(project=project)
 
     if request.method == "GET":
-        version = _initial_version(request, choices)
-        initial: dict[str, Any] = {}
+        remembered = request.session.get(NEW_RUN_MEMORY) or {}
+        version = _initial_version(request, choices, remembered)
+        initial: dict[str, Any] = {key: remembered[key] for key in REMEMBERED_TARGET if remembered.get(key)}
         if version is not None:
             initial["version"] = version.pk
             initial["config_json"] = config_text(runs.config_for(version)) if _valid_default(version) else ""
@@ -172,14 +186,26 @@ def run_new(request: HttpRequest) -> HttpResponse:
         form.add_error(None, str(exc))
         return _render_new(request, form, choices, status=400)
     record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the new-run page")
+    # The next New run starts from this one's eval set and target (never its headers: secrets).
+    request.session[NEW_RUN_MEMORY] = {"evalset": spec["version"].evalset_id,
+                                       **{key: form.cleaned_data.get(key) or "" for key in REMEMBERED_TARGET}}
     return HttpResponseRedirect(reverse("run_detail", args=[run.pk]))
 
 
-def _initial_version(request: HttpRequest, choices: selectors.NewRunChoices) -> Any:
+# What New run remembers of the user's last run (in the session): its eval set and target.
+NEW_RUN_MEMORY = "new_run_last"
+REMEMBERED_TARGET = ("target_kind", "http_url", "python_callable")
+
+
+def _initial_version(request: HttpRequest, choices: selectors.NewRunChoices, remembered: dict[str, Any]) -> Any:
+    """The version asked for (`?version=<pk>`), else the latest of `?evalset=<pk>`, else the
+    latest of the eval set of the user's last run, else the first eval set's."""
     wanted = request.GET.get("version", "")
     if wanted.isdigit() and int(wanted) in choices.versions:
         return choices.versions[int(wanted)]
-    evalset = request.GET.get("evalset", "")
+    evalset = request.GET.get("evalset", "") or str(remembered.get("evalset") or "")
+    if not any(str(v.evalset_id) == evalset for v in choices.versions.values()):
+        evalset = ""  # an eval set gone, or of another project: the first one
     for version in choices.versions.values():  # latest first within each eval set
         if not evalset or str(version.evalset_id) == evalset:
             return version
@@ -202,6 +228,8 @@ def _render_new(request: HttpRequest, form: NewRunForm, choices: selectors.NewRu
         "form": form,
         "groups": choices.groups,
         "selected_version": str(selected) if selected is not None else "",
+        "skeleton_url": reverse("version_outputs_skeleton", args=[int(selected)])
+        if str(selected).isdigit() and int(selected) in choices.versions else "",
         "has_presets": bool(choices.presets),
         "error": error,
         "error_title": IMPORT_ERROR_TITLES.get(error.code, error.code.replace("_", " ").capitalize()) if error else "",
@@ -258,7 +286,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                            "can_admin": role == Membership.Role.ADMIN, "history": object_history(run),
                            "parity_notes": parity_notes(config_in_order(run.config, run.criteria_order)),
                            "vs": baseline_link(run), "live": live_status(run) if page.run.is_active else None,
-                           "traces_waiting": traces_waiting(run)})
+                           "traces_waiting": traces_waiting(run),
+                           "causes": run_causes(run) if run.is_finished else None,
+                           "causes_base": reverse("run_detail", args=[run.pk]) + "?cause="})
     patch_vary_headers(response, ["HX-Request"])
     return response
 

@@ -3,6 +3,8 @@ trace's span waterfall and spans (`evaluations/ingest/selectors.py`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -10,8 +12,10 @@ from django.views.decorators.http import require_GET
 
 from evaluations.ingest import selectors
 from evaluations.models import EvalSet
+from evaluations.monitors.threads import trace_verdicts
 from evaluations.web.charts import to_html
 from evaluations.web.charts.trace import WaterfallSpan, waterfall
+from evaluations.web.docs import otlp_curl_example
 from evaluations.web.views.common import can_upload, current_project
 
 
@@ -25,9 +29,11 @@ def trace_list(request: HttpRequest) -> HttpResponse:
         page = selectors.trace_list(project=project, filters=filters, page_number=request.GET.get("page", 1))
     fragment = bool(request.htmx and not request.htmx.history_restore_request)  # type: ignore[attr-defined]
     template = "evaluations/traces/_table.html" if fragment else "evaluations/traces/list.html"
-    return render(
-        request, template, {"project": project, "page": page, "statuses": selectors.STATUSES, "links": selectors.LINKS}
-    )
+    context: dict[str, Any] = {"project": project, "page": page, "statuses": selectors.STATUSES,
+                               "links": selectors.LINKS}
+    if not fragment:
+        context["curl_example"] = otlp_curl_example(request.build_absolute_uri("/").rstrip("/"))
+    return render(request, template, context)
 
 
 @login_required
@@ -55,5 +61,5 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         "evaluations/traces/detail.html",
         {"project": project, "detail": detail, "chart_html": chart, "max_spans": selectors.MAX_SPANS,
-         "promote_targets": targets},
+         "promote_targets": targets, "verdicts": trace_verdicts(pk)},
     )

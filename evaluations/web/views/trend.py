@@ -25,9 +25,11 @@ from django.views.decorators.http import require_GET
 
 from evaluations.models import CaseResult, EvalCase, EvalSet, Run
 from evaluations.review import comparison
+from evaluations.review.causes import causes_since
 from evaluations.review.selectors import FAILING, TREND_RUNS, first_failing, run_label
 from evaluations.web.charts import to_html
 from evaluations.web.charts.compare import HeatmapRow, TrendPoint, case_heatmap, latency_trend, pass_rate_trend
+from evaluations.web.charts.svg import to_svg
 from evaluations.web.charts.versions import VersionChange, mark_version_changes
 from evaluations.web.views.common import enter_project
 
@@ -93,8 +95,9 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
         completed = completed.filter(model=model)
     latest = list(completed
                   .select_related("evalset_version")
-                  .only("pk", "name", "model", "branch", "git_commit", "created_at", "summary", "eval_ids",
-                        "evalset_version__case_count", "evalset_version__number", "evalset_version__evalset_id")
+                  .only("pk", "name", "model", "branch", "git_commit", "created_at", "summary", "eval_ids", "status",
+                        "finished_at", "evalset_version__case_count", "evalset_version__number",
+                        "evalset_version__evalset_id")
                   .order_by("-created_at", "-pk")[:TREND_RUNS + 1])
     more_runs = len(latest) > TREND_RUNS
     runs = latest[:TREND_RUNS][::-1]
@@ -183,8 +186,10 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
     changes = _version_changes(evalset, runs, labels)
     return TrendPage(
         evalset=evalset, runs=runs, run_labels=labels, points=points,
-        pass_rate_html=to_html(mark_version_changes(pass_rate_trend(points), changes)),
-        latency_html=to_html(mark_version_changes(latency_trend(points), changes)),
+        # drawn by the server: they are the page's first screen on a phone, where plotly.js would
+        # be fetched and run before the page answered (the heatmap further down still is plotly)
+        pass_rate_html=to_svg(mark_version_changes(pass_rate_trend(points), changes)),
+        latency_html=to_svg(mark_version_changes(latency_trend(points), changes)),
         version_changes=tuple(changes),
         heatmap_html=to_html(case_heatmap(rows, labels)) if rows else "", cases=paginated, failing=failing,
         failing_only=failing_only, more_runs=more_runs, **filters,
@@ -210,4 +215,6 @@ def evalset_trend(request: HttpRequest, pk: int) -> HttpResponse:
     enter_project(request, evalset.project)
     page = trend_page(evalset=evalset, page=request.GET.get("page", 1), failing_only=request.GET.get("failing") == "1",
                       branch=request.GET.get("branch", ""), model=request.GET.get("model", ""))
-    return render(request, "evaluations/compare/trend.html", {"page": page, "evalset": evalset})
+    since_branch, since = causes_since(page.runs)
+    return render(request, "evaluations/compare/trend.html", {"page": page, "evalset": evalset,
+                                                               "since": since, "since_branch": since_branch})

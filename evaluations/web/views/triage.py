@@ -4,7 +4,10 @@
   drill-down shows), `baseline`, and any of `status`, `assignee` (a user id, "" to
   unassign), `body` (a comment, for a case nobody triaged yet).
 - POST `/triage/<pk>/comments/` (`triage_comment`): `body`, optional `parent`.
-- GET `/review/` (`review_queue`): `?tab=assigned|untriaged&page=`.
+- GET `/review/` (`review_queue`): `?tab=assigned|untriaged&page=` and the filters
+  `evalset`, `branch`, `criterion` (untriaged), `assignee` (a username or "none"), `state`
+  (assigned: "open", the default, or "all"); `/review/export.csv` is the same as CSV, and
+  `/review/count/` the navigation's count of your open assigned cases.
 
 Reading needs a role in the project; writing needs member or admin (viewers get 403);
 another project's runs and triage are 404. An htmx POST gets the panel back to swap in; a
@@ -14,18 +17,20 @@ plain POST is redirected to the drill-down.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from evaluations.models import CaseResult, Comment, Membership, Project, Run, Triage
 from evaluations.review import triage as services
+from evaluations.runs import exports
 from evaluations.web.views.common import current_project
 from evaluations.web.views.compare import parse_id, runs_visible_to
 
@@ -46,7 +51,8 @@ def panel_context(*, user: Any, project: Project, candidate: Run, result: CaseRe
     return {
         "triage": triage,
         "threads": services.comment_tree(triage),
-        "members": [m.user for m in memberships],
+        "history": services.case_history(triage),
+        "members": [m.user for m in memberships if m.role in services.ASSIGNABLE_ROLES],
         "statuses": Triage.Status.choices,
         "can_triage": role in WRITERS,
         "candidate": candidate,
@@ -150,24 +156,77 @@ def triage_comment(request: HttpRequest, pk: int) -> HttpResponse:
 TABS = {"assigned": "Assigned to me", "untriaged": "Untriaged regressions"}
 
 
+def queue_filters(params: Any, tab: str) -> services.QueueFilters:
+    """The queue's filters from the URL (or the bulk form's hidden copy of it)."""
+    evalset = parse_id(params.get("evalset"))
+    return services.QueueFilters(
+        evalset=evalset, branch=params["branch"][:255] if params.get("branch", "*") != "*" else None,
+        criterion=params.get("criterion", "")[:100] if tab == "untriaged" else "",
+        assignee=params.get("assignee", "")[:150], state="all" if params.get("state") == "all" else "open")
+
+
+def _tab(params: Any) -> str:
+    tab = params.get("tab", "assigned")
+    return tab if tab in TABS else "assigned"
+
+
+def queue_page(*, user: Any, project: Project, tab: str, filters: services.QueueFilters,
+               page: Any) -> services.QueuePage:
+    if tab == "assigned":
+        return services.assigned_to(user=user, project=project, page=page, filters=filters)
+    return services.untriaged_regressions(project=project, page=page, filters=filters)
+
+
 @login_required
 @require_GET
 def review_queue(request: HttpRequest) -> HttpResponse:
     project = current_project(request)
-    tab = request.GET.get("tab", "assigned")
-    if tab not in TABS:
-        tab = "assigned"
+    tab = _tab(request.GET)
+    filters = queue_filters(request.GET, tab)
     queue = None
     counts: dict[str, int] = {}
+    context: dict[str, Any] = {}
     if project is not None:
-        page = request.GET.get("page", 1)
-        queue = (services.assigned_to(user=request.user, project=project, page=page) if tab == "assigned"
-                 else services.untriaged_regressions(project=project, page=page))
-        counts = {"assigned": queue.count if tab == "assigned"
-                  else services.assigned_count(user=request.user, project=project),
-                  "untriaged": queue.count if tab == "untriaged" else services.untriaged_count(project)}
+        queue = queue_page(user=request.user, project=project, tab=tab, filters=filters,
+                           page=request.GET.get("page", 1))
+        counts = {"assigned": services.assigned_count(user=request.user, project=project),
+                  "untriaged": services.untriaged_count(project)}
+        context = {
+            "evalsets": list(project.evalsets.order_by("name", "eval_set_id").values_list("pk", "name", "eval_set_id")),
+            "branches": list(Run.objects.filter(project=project).order_by("branch").values_list("branch", flat=True)
+                             .distinct()),
+            "criteria": services.untriaged_criteria(project) if tab == "untriaged" else [],
+            "members": services.project_members(project),
+        }
     tabs = [(key, label, counts.get(key)) for key, label in TABS.items()]
     return render(request, "evaluations/triage/review.html",
-                  {"project": project, "tab": tab, "tabs": tabs, "queue": queue,
-                   "statuses": Triage.Status.choices,
+                  {"project": project, "tab": tab, "tabs": tabs, "queue": queue, "filters": filters,
+                   "filter_query": urlencode({"tab": tab, **filters.query()}),
+                   "statuses": Triage.Status.choices, **context,
                    "can_triage": project is not None and project.role_of(request.user) in WRITERS})
+
+
+@login_required
+@require_GET
+def review_count(request: HttpRequest) -> HttpResponse:
+    """The navigation's count of your open assigned cases, fetched by the page after it loads
+    (so no page pays a query for it)."""
+    project = current_project(request)
+    count = services.assigned_count(user=request.user, project=project) if project is not None else 0
+    return render(request, "evaluations/triage/_nav_count.html", {"count": count})
+
+
+@login_required
+@require_GET
+def review_queue_csv(request: HttpRequest) -> StreamingHttpResponse:
+    """The queue tab with its filters, every page, as CSV: the case, its comparison, triage
+    status, assignee, who decided and when, and the last comment."""
+    project = current_project(request)
+    if project is None:
+        raise Http404("no project")
+    tab = _tab(request.GET)
+    rows = services.queue_export(user=request.user, project=project, tab=tab,
+                                 filters=queue_filters(request.GET, tab))
+    response = StreamingHttpResponse(exports.csv_lines(rows), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="review-{project.slug}-{tab}.csv"'
+    return response

@@ -1,0 +1,147 @@
+"""DeepEval / Confident AI results files, read for `results_import` (`interop/results.py` is the registry).
+
+- **DeepEval / Confident AI** test runs (`testCases`, `conversationalTestCases`, also wrapped as
+  `.deepeval/.latest_test_run.json` writes them, `{"testRunData": {...}}`; each case with
+  `metricsData[]`: `name`, `score`, `threshold`, `success`, `reason`, `error`, ...; snake_case
+  too): the test cases carry their inputs, so without a chosen eval set one is created from them
+  (as DeepEval goldens: input, expected output, context, expected tools; a conversation's user
+  turns and scenario), named after the run's `identifier`, else its `testFile` (`test_rag.py` ->
+  `test_rag`), else the file (every `deepeval test run` saves `.latest_test_run.json`). Eval ids
+  are derived as for goldens: the test case's `name` when unique, else `golden-<n>`. The same file
+  holding only `{"testRunLink": ...}` (what DeepEval leaves once it sent the run to Confident AI)
+  is refused as holding no results (`link_only`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaluations.interop.base import stem
+from evaluations.interop.deepeval.evalset import derive_eval_ids
+from evaluations.interop.results import ImportedCase, ImportedScore, ParsedResults, Path, Reader, ResultsFormat, unit
+from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
+
+_MARKERS = ("testCases", "conversationalTestCases", "test_cases", "conversational_test_cases")
+
+def _deepeval(r: Reader) -> ParsedResults:
+    doc = r.doc
+    prefix: Path = ()
+    if set(doc) == {"testRunLink"}:
+        # DeepEval overwrites `.latest_test_run.json` with `{"testRunLink": ...}` once it has sent the run
+        # to Confident AI (`save_final_test_run_link`), as real published files show.
+        r.add(("testRunLink",), "this DeepEval file holds only the link to the test run on Confident AI "
+              f"({str(doc['testRunLink'])[:200]}), not its results: import a test run that holds them "
+              "(testCases / conversationalTestCases with metricsData)")
+        r.fail("link_only")
+    if isinstance(doc.get("testRunData"), dict):
+        doc, prefix = doc["testRunData"], ("testRunData",)
+    single = r.items(doc, "test_cases", prefix, required=False)
+    multi = r.items(doc, "conversational_test_cases", prefix, required=False)
+    if single and multi:
+        r.add((), "a DeepEval test run is single-turn or multi-turn, never both (testCases and "
+                  "conversationalTestCases both hold cases)")
+    rows = single or multi
+    names = [row.get("name") if isinstance(row.get("name"), str) else None for _, row in rows]
+    ids = derive_eval_ids([[n.strip() if n else None] for n in names], "golden")
+    cases = []
+    for (path, row), eval_id in zip(rows, ids, strict=True):
+        case = ImportedCase(eval_id, path)
+        case.passed = r.flag(row, "success", path, eval_id)
+        duration = r.number(row, "run_duration", path, eval_id)
+        case.latency = duration
+        for mpath, metric in r.items(row, "metrics_data", path, eval_id, required=False):
+            name = r.text_field(metric, "name", mpath, eval_id)
+            value = r.number(metric, "score", mpath, eval_id)
+            threshold = r.number(metric, "threshold", mpath, eval_id)
+            success = r.flag(metric, "success", mpath, eval_id)
+            error = r.get(metric, "error")
+            if name is None:
+                continue
+            justification: dict[str, Any] = {"imported_from": "deepeval", "threshold": threshold}
+            for key in ("reason", "strict_mode", "evaluation_model", "evaluation_cost", "verbose_logs"):
+                if r.get(metric, key) is not None:
+                    justification[key] = r.get(metric, key)
+            case.scores.append(ImportedScore(name, value, unit(value), success, threshold, justification,
+                                             error=str(error) if error else ""))
+        if multi:
+            turns = r.get(row, "turns") or []
+            if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+                r.add((*path, "turns"), "expected a list of {role, content} objects", eval_id)
+                continue
+            users = [{"role": "user", "content": t.get("content", "")} for t in turns if t.get("role") == "user"]
+            golden: dict[str, Any] = {"name": eval_id, "turns": users}
+            for key in ("scenario", "expected_outcome", "user_description", "context"):
+                if r.get(row, key) is not None:
+                    golden[key] = r.get(row, key)
+            if "scenario" not in golden:  # goldens need one; a test case may have none
+                golden["scenario"] = f"the conversation of DeepEval test case {eval_id}"
+            case.golden = golden
+            case.output = AgentOutput(eval_id=eval_id, latency_seconds=duration, turns=_deepeval_turns(turns))
+        else:
+            text = r.text_field(row, "input", path, eval_id)
+            golden = {"name": eval_id, "input": text or ""}
+            for key in ("expected_output", "context", "retrieval_context", "expected_tools"):
+                if r.get(row, key) is not None:
+                    golden[key] = r.get(row, key)
+            case.golden = golden
+            # One validation of plain data: building the nested models one by one cost 9 a case.
+            calls = _tool_dicts(r.get(row, "tools_called") or r.get(row, "tools_used"))  # older: toolsUsed
+            case.output = AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": duration, "turns": [
+                {"final_response": r.get(row, "actual_output"), "tool_calls": calls}]})
+        cases.append(case)
+    return ParsedResults("deepeval", r.file, _deepeval_name(r, doc), cases)
+
+
+def _deepeval_name(r: Reader, doc: dict[str, Any]) -> str:
+    """The eval set a test run is created as: its `identifier`, else the test file it ran
+    (`testFile`: `evals/test_rag.py` -> `test_rag`), else the file's name. Real runs are all saved
+    as `.latest_test_run.json`: named after the file alone, unrelated runs would become versions of
+    one eval set `.latest_test_run`."""
+    identifier, test_file = r.get(doc, "identifier"), r.get(doc, "test_file")
+    if isinstance(identifier, str) and identifier.strip():
+        return identifier.strip().replace("/", "_")[:200]
+    if isinstance(test_file, str) and stem(test_file.strip()):
+        return stem(test_file.strip())[:200]
+    return stem(r.file.name).lstrip(".") or "deepeval_test_run"
+
+
+def _tools(value: Any) -> list[OutputToolCall]:
+    return [OutputToolCall.model_validate(call) for call in _tool_dicts(value)]
+
+
+def _tool_dicts(value: Any) -> list[dict[str, Any]]:
+    calls = []
+    for tool in value if isinstance(value, list) else []:
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            args = tool.get("inputParameters", tool.get("input_parameters")) or {}
+            calls.append({"name": tool["name"], "args": args if isinstance(args, dict) else {"value": args},
+                          "result": tool.get("output")})
+    return calls
+
+
+def _deepeval_turns(turns: list[dict[str, Any]]) -> list[TurnOutput]:
+    out: list[TurnOutput] = []
+    for turn in turns:
+        if turn.get("role") == "user":
+            out.append(TurnOutput())
+        elif turn.get("role") == "assistant":
+            if not out:
+                out.append(TurnOutput())
+            if out[-1].final_response is not None:
+                out[-1].intermediate_responses.append(out[-1].final_response)
+            out[-1].final_response = turn.get("content")
+            out[-1].tool_calls.extend(_tools(turn.get("tools_called", turn.get("toolsCalled"))))
+    return out
+
+
+def _claims(doc: Any) -> bool:
+    if not isinstance(doc, dict):
+        return False
+    if any(m in doc for m in _MARKERS):
+        return True
+    if isinstance(doc.get("testRunData"), dict) and any(m in doc["testRunData"] for m in _MARKERS):
+        return True  # `.deepeval/.latest_test_run.json`: {"testRunData": {...}, "testRunLink": ...}
+    return set(doc) == {"testRunLink"}  # the same file once DeepEval sent the run to Confident AI
+
+
+results_format = ResultsFormat("deepeval", _claims, _deepeval)
