@@ -80,13 +80,67 @@ def test_a_batch_past_its_slice_yields_to_another_runs_waiting_batch(acme: Proje
     runs.run_enqueue(again.pk)
     [task] = OrmQ.objects.all()
     task.delete()
-    short = _uploaded(acme, enqueue=False)
-    runs.run_enqueue(short.pk)  # waits in the broker
+    other = _uploaded(acme, iterations=15, enqueue=False)  # 120 results: not much shorter, so it waits a slice
+    runs.run_enqueue(other.pk)  # waits in the broker
     assert runs.run_batch(*SignedPackage.loads(task.payload)["args"]) == 125  # one chunk, then its turn is over
-    assert _queue_order() == [short.pk, again.pk]  # the rest queues behind the short run
+    assert _queue_order() == [other.pk, again.pk]  # the rest queues behind the other run
     rest = RunBatch.objects.get(run=again)
     assert rest.queued_at is not None and rest.heartbeat_at is None
     assert CaseResult.objects.filter(run=again, status="pending", pk__gte=rest.first_pk).count() == 35
+
+
+@pytest.mark.django_db
+def test_a_task_taken_while_a_much_shorter_run_waits_puts_its_batch_back_untouched(
+        acme: Project, settings: Any) -> None:
+    settings.EVALSITE_BATCH_SIZE = 1000
+    settings.EVALSITE_SLICE_SECONDS = 100
+    long = _uploaded(acme, iterations=20, enqueue=False)  # 160 results
+    runs.run_enqueue(long.pk)
+    [task] = OrmQ.objects.all()
+    task.delete()  # a cluster has taken it (prefetched) ...
+    short = _uploaded(acme, enqueue=False)  # ... when 8 results are queued behind it
+    runs.run_enqueue(short.pk)
+    assert runs.run_batch(*SignedPackage.loads(task.payload)["args"]) == 0  # no slice: the short run first
+    assert _queue_order() == [short.pk, long.pk]
+    assert CaseResult.objects.filter(run=long, status="pending").count() == 160
+    batch = RunBatch.objects.get(run=long)
+    assert batch.queued_at is not None and batch.heartbeat_at is None and batch.first_pk == min(
+        CaseResult.objects.filter(run=long).values_list("pk", flat=True))
+
+
+_queued_behind: list[Any] = []
+
+
+def answer_and_queue_a_short_run(request: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """A Python target (called in the worker's own thread) whose first answer is given while a
+    short run is queued behind its batch."""
+    from evaluations.demo.agent import respond
+    if _queued_behind and not _queued_behind[1:]:
+        _queued_behind.append(_uploaded(_queued_behind[0], enqueue=False))
+        runs.run_enqueue(_queued_behind[1].pk)
+    return respond(request, **kwargs)
+
+
+@pytest.mark.django_db
+def test_a_much_shorter_run_queued_during_a_chunk_stops_the_batch_at_the_chunks_end(
+        acme: Project, settings: Any) -> None:
+    settings.EVALSITE_BATCH_SIZE = 1000
+    settings.EVALSITE_SLICE_SECONDS = 100  # the slice has nothing to do with it
+    version = import_demo(acme)
+    long = runs.run_create(project=acme, version=version, target_kind="python", iterations=5, enqueue=False,
+                           target={"callable": f"{__name__}:answer_and_queue_a_short_run", "timeout_seconds": None})
+    runs.run_enqueue(long.pk)
+    [task] = OrmQ.objects.all()
+    task.delete()
+    _queued_behind[:] = [acme]
+    try:
+        settled = runs.run_batch(*SignedPackage.loads(task.payload)["args"])
+    finally:
+        short = _queued_behind[1]
+        _queued_behind.clear()
+    assert settled == 1  # its first chunk is one answer (the target's concurrency); then the short run's turn
+    assert _queue_order() == [short.pk, long.pk]
+    assert CaseResult.objects.filter(run=long, status="pending").count() == 39
 
 
 @pytest.mark.django_db

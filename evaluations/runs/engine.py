@@ -68,7 +68,8 @@ completion_hooks: list[CompletionHook] = []
 # results per write. A batch against an agent starts with chunks as small as the target's
 # concurrency (one result for a Python callable); every batch sizes its next chunk to take
 # about CHUNK_SECONDS, so a slow agent's (or judge's) run shows its counters moving result by
-# result while fast evaluation keeps writing 50 results a transaction. Uploaded outputs have
+# result while fast evaluation keeps writing 50 results a transaction. A chunk is also how
+# long a much shorter run queued behind the batch waits for it to stop (queue.shorter_waiting). Uploaded outputs have
 # no agent to wait for: they start at STORED_CHUNK, and only a slow judge shrinks them.
 CHUNK = 50
 
@@ -79,7 +80,7 @@ CHUNK = 50
 STORED_CHUNK = 125
 
 
-CHUNK_SECONDS = 1.0
+CHUNK_SECONDS = 0.25
 
 
 UPLOADED_CHUNK_FLOOR = 10  # uploaded outputs: the smallest chunk a slow judge shrinks them to
@@ -135,6 +136,11 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
     if run is None or run.status != Run.Status.RUNNING:
         queue.batch_done(run_id, batch_id)  # cancelled, or finished by a twin: its place goes to another run
         return 0
+    if batch_id is not None and queue.shorter_waiting(run_id):
+        # a much shorter run's batch waits behind this one (taken from the broker before it was
+        # queued): its turn first, before this task builds its evaluators and target
+        queue.batch_yield(run_id, batch_id, first_pk)
+        return 0
     config = EvalConfig.model_validate(run.config)
     evaluators = _build_evaluators(config)
     # uploaded outputs, and outputs made from received traces, are stored on the results already
@@ -174,8 +180,9 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
             start += len(part)
             per_result = (time.monotonic() - began) / len(part)
             size = ceiling if per_result <= 0 else max(floor, min(ceiling, int(CHUNK_SECONDS / per_result)))
-            if (batch_id is not None and start < len(pending) and time.monotonic() >= slice_ends
-                    and queue.others_waiting(run_id)):
+            if batch_id is not None and start < len(pending) and (
+                    queue.shorter_waiting(run_id)
+                    or (time.monotonic() >= slice_ends and queue.others_waiting(run_id))):
                 queue.batch_yield(run_id, batch_id, pending[start])  # another run's turn (queue.py)
                 yielded = True
                 break

@@ -6,9 +6,13 @@ to the next waiting batch of the run with the least work left whose window has r
 own run's, when it is alone; but a run that still has a batch out takes no new place while a
 run with less work left has batches waiting), which joins the back of the queue. A batch that has worked
 for EVALSITE_SLICE_SECONDS while another run's batch waits for a worker stops after its
-chunk, puts the rest of its results back and hands its place on the same way. So a short
-run queued behind a long one waits for about one slice; while it waits, the long run keeps
-one batch going and hands the other places to it, so it finishes in about its own time.
+chunk, puts the rest of its results back and hands its place on the same way. A run with
+less than half the work left does not wait for the slice: the longer run's batch stops at its
+next chunk (a quarter of a second, engine.CHUNK_SECONDS), and a task of the longer run taken
+from the broker while such a run waits puts its batch back before it starts. So a short run
+queued behind a long one starts within about a chunk and finishes in about its own time;
+the long run keeps its place in the queue and goes on when the short one is done. Two runs
+of about the same size share the workers slice by slice.
 
 Lost work is found per batch: the worker holding a batch renews the batch's heartbeat (and
 its run's, for the pages); a batch whose heartbeat is older than the lease, or that was
@@ -25,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Subquery
 from django.utils import timezone
 
 from evaluations.models import Run, RunBatch
@@ -59,6 +63,18 @@ def _send(run_id: int, first: int, last: int, batch_id: int, claim: datetime) ->
         _local.waiting = None
 
 
+def _send_after_claim(run_id: int, first: int, last: int, batch_id: int, claim: datetime) -> None:
+    """Send a batch just claimed in the caller's transaction. With the ORM broker the task's row
+    is written in that transaction too (the claim, and the batch ending or yielding that made
+    room for it, are one commit); a Redis broker, or the sync queue that runs the task right
+    here, gets it once the claim is committed, so no worker can take a task whose claim it
+    cannot see yet."""
+    if "orm" in settings.Q_CLUSTER and not settings.Q_CLUSTER.get("sync"):
+        _send(run_id, first, last, batch_id, claim)
+    else:
+        transaction.on_commit(lambda: _send(run_id, first, last, batch_id, claim))
+
+
 def batches_create(run_id: int, ranges: Iterable[tuple[int, int]]) -> None:
     """The run's batches, replacing any it had: all waiting for their turn."""
     with transaction.atomic():
@@ -75,23 +91,25 @@ def batches_dispatch(run_id: int, slots: int | None = None) -> int:
     if slots <= 0:
         return 0
     sent = 0
-    waiting = list(RunBatch.objects.filter(run_id=run_id, queued_at=None).order_by("first_pk")
-                   .values_list("pk", "first_pk", "last_pk")[:slots])
-    for pk, first, last in waiting:
-        claim = timezone.now()
-        if RunBatch.objects.filter(pk=pk, queued_at=None).update(queued_at=claim, heartbeat_at=None, owner=""):
-            _send(run_id, first, last, pk, claim)
-            sent += 1
+    with transaction.atomic():  # one commit for the claims and (ORM broker) the tasks
+        waiting = list(RunBatch.objects.filter(run_id=run_id, queued_at=None).order_by("first_pk")
+                       .values_list("pk", "first_pk", "last_pk")[:slots])
+        for pk, first, last in waiting:
+            claim = timezone.now()
+            if RunBatch.objects.filter(pk=pk, queued_at=None).update(queued_at=claim, heartbeat_at=None, owner=""):
+                _send_after_claim(run_id, first, last, pk, claim)
+                sent += 1
     return sent
 
 
 def batch_requeue(batch: RunBatch) -> bool:
     """Queue a lost batch again, unless someone else did (or its worker spoke) since it was read."""
     claim = timezone.now()
-    moved = RunBatch.objects.filter(pk=batch.pk, queued_at=batch.queued_at, heartbeat_at=batch.heartbeat_at).update(
-        queued_at=claim, heartbeat_at=None, owner="")
-    if moved:
-        _send(batch.run_id, batch.first_pk, batch.last_pk, batch.pk, claim)
+    with transaction.atomic():
+        moved = RunBatch.objects.filter(pk=batch.pk, queued_at=batch.queued_at, heartbeat_at=batch.heartbeat_at
+                                        ).update(queued_at=claim, heartbeat_at=None, owner="")
+        if moved:
+            _send_after_claim(batch.run_id, batch.first_pk, batch.last_pk, batch.pk, claim)
     return bool(moved)
 
 
@@ -123,10 +141,9 @@ def hand_on(from_run: int) -> int:
     batches waiting, `from_run` takes no new place if it still has a batch out: the longer
     run keeps one batch going, and the workers go to the shorter. Returns the run whose
     batch was queued (0: none)."""
-    left = F("cases_total") - F("cases_done") - F("cases_missing") - F("cases_not_runnable")
     waiting = (Run.objects.filter(status=Run.Status.RUNNING, pk__in=RunBatch.objects.filter(queued_at=None)
                                   .values("run_id"))
-               .annotate(left=left).order_by("left", "pk").values_list("pk", flat=True))
+               .annotate(left=_left()).order_by("left", "pk").values_list("pk", flat=True))
     for position, run_id in enumerate(waiting[:20]):
         out = RunBatch.objects.filter(run_id=run_id, queued_at__isnull=False).count()
         if run_id == from_run and out and position:
@@ -139,15 +156,33 @@ def hand_on(from_run: int) -> int:
 def batch_done(run_id: int, batch_id: int | None) -> None:
     """The batch ended (or found its run finished): its place is handed on."""
     if batch_id is not None:
-        RunBatch.objects.filter(pk=batch_id).delete()
-        hand_on(run_id)
+        with transaction.atomic():  # the place freed and handed on in one commit
+            RunBatch.objects.filter(pk=batch_id).delete()
+            hand_on(run_id)
 
 
 def batch_yield(run_id: int, batch_id: int, next_pk: int) -> None:
     """The batch stops for another run's turn: what it has not settled waits again, and its
     place is handed on."""
-    RunBatch.objects.filter(pk=batch_id).update(first_pk=next_pk, queued_at=None, heartbeat_at=None, owner="")
-    hand_on(run_id)
+    with transaction.atomic():
+        RunBatch.objects.filter(pk=batch_id).update(first_pk=next_pk, queued_at=None, heartbeat_at=None, owner="")
+        hand_on(run_id)
+
+
+def _left() -> Any:
+    return F("cases_total") - F("cases_done") - F("cases_missing") - F("cases_not_runnable")
+
+
+def shorter_waiting(run_id: int) -> bool:
+    """Whether a run with less than half `run_id`'s work left has a batch handed to the broker
+    that no worker has taken yet (within the lease). Such a run does not wait for a slice:
+    the batch of the longer run stops at its next chunk (or, when its task is only starting,
+    before it builds anything), so a short run behind a long one starts within about a chunk."""
+    since = timezone.now() - timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
+    mine = Run.objects.filter(pk=run_id).annotate(left=_left()).values("left")
+    waiting = RunBatch.objects.filter(queued_at__gte=since, heartbeat_at=None).exclude(run_id=run_id)
+    return (Run.objects.filter(status=Run.Status.RUNNING, pk__in=waiting.values("run_id"))
+            .annotate(twice_left=_left() * 2).filter(twice_left__lt=Subquery(mine)).exists())
 
 
 def others_waiting(run_id: int) -> bool:
