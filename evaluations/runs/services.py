@@ -18,7 +18,8 @@ How a run survives failures:
   waiting in the broker, behind other runs, is not lost either: the watchdog leaves it
   alone instead of piling copies of its task onto the queue.
 - Runs share the queue fairly: a run has at most EVALSITE_RUN_WINDOW batches in the broker,
-  and a batch that has worked EVALSITE_SLICE_SECONDS yields to another run's waiting batch
+  a batch that has worked EVALSITE_SLICE_SECONDS yields to another run's waiting batch, and
+  one of a run with more than twice the work left of a waiting run yields at its next chunk
   (runs/queue.py).
 - Counters only ever change with F() expressions, by the number of rows a conditional
   update actually moved.
