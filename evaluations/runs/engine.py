@@ -69,8 +69,9 @@ completion_hooks: list[CompletionHook] = []
 # concurrency (one result for a Python callable); every batch sizes its next chunk to take
 # about CHUNK_SECONDS, so a slow agent's (or judge's) run shows its counters moving result by
 # result while fast evaluation keeps writing 50 results a transaction. A chunk is also how
-# long a much shorter run queued behind the batch waits for it to stop (queue.shorter_waiting). Uploaded outputs have
-# no agent to wait for: they start at STORED_CHUNK, and only a slow judge shrinks them.
+# long a much shorter run queued behind the batch waits for it to stop (queue.shorter_waiting).
+# Uploaded outputs have no agent to wait for: they start at STORED_CHUNK, and only a slow
+# judge shrinks them.
 CHUNK = 50
 
 
