@@ -12,13 +12,18 @@ import pytest
 from tests.conftest import REPO
 
 SCRIPT = REPO / ".ci" / "schemathesis.sh"
-BUDGET = 40  # seconds, for the whole script: setup, server, schemathesis, teardown
+# seconds, for the whole script: setup, server, schemathesis, teardown. Setup (migrations, the
+# seed, gunicorn) took 21 s once on a loaded machine, leaving too little of a 40 s budget; so
+# the budget is generous and schemathesis's own share is capped instead.
+BUDGET = 90
+FUZZING = 22  # seconds of schemathesis (its --max-time), whatever setup took
 
 
 @pytest.mark.slow
 def test_schemathesis_finds_no_server_errors_and_no_responses_off_the_schema() -> None:
     assert os.access(SCRIPT, os.X_OK), f"{SCRIPT} must be executable"
-    env = {**os.environ, "PYTHON": sys.executable, "SCHEMATHESIS_SECONDS": str(BUDGET)}
+    env = {**os.environ, "PYTHON": sys.executable, "SCHEMATHESIS_SECONDS": str(BUDGET),
+           "SCHEMATHESIS_MAX_TIME": str(FUZZING)}
     result = subprocess.run([str(SCRIPT), "5"], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=BUDGET + 20)
     output = result.stdout + result.stderr
