@@ -178,9 +178,8 @@ def shorter_waiting(run_id: int) -> bool:
     that no worker has taken yet (within the lease). Such a run does not wait for a slice:
     the batch of the longer run stops at its next chunk (or, when its task is only starting,
     before it builds anything), so a short run behind a long one starts within about a chunk."""
-    since = timezone.now() - timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
     mine = Run.objects.filter(pk=run_id).annotate(left=_left()).values("left")
-    waiting = RunBatch.objects.filter(queued_at__gte=since, heartbeat_at=None).exclude(run_id=run_id)
+    waiting = _waiting_elsewhere(run_id)
     return (Run.objects.filter(status=Run.Status.RUNNING, pk__in=waiting.values("run_id"))
             .annotate(twice_left=_left() * 2).filter(twice_left__lt=Subquery(mine)).exists())
 
@@ -188,5 +187,10 @@ def shorter_waiting(run_id: int) -> bool:
 def others_waiting(run_id: int) -> bool:
     """Whether another run has a batch handed to the broker that no worker has taken yet
     (within the lease: one the broker lost is the watchdog's, not a reason to yield)."""
+    return _waiting_elsewhere(run_id).exists()
+
+
+def _waiting_elsewhere(run_id: int) -> Any:
+    """Other runs' batches handed to the broker within the lease and taken by no worker yet."""
     since = timezone.now() - timedelta(seconds=settings.EVALSITE_LEASE_SECONDS)
-    return RunBatch.objects.filter(queued_at__gte=since, heartbeat_at=None).exclude(run_id=run_id).exists()
+    return RunBatch.objects.filter(queued_at__gte=since, heartbeat_at=None).exclude(run_id=run_id)
