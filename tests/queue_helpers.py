@@ -41,8 +41,11 @@ def qcluster(tmp_path: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
             "EVALSITE_TASK_RETRY": "120", **env}
     full.pop("REDIS_URL", None)
     with open(tmp_path / "qcluster.log", "w") as log:  # read it when a test fails
+        # Its own process group: on leaving, nothing of it survives, even where a test killed
+        # its sentinel or monitor and the cluster's stop leaves children behind. (A surviving
+        # pusher would take the next test's tasks from the same database.)
         proc = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=REPO, env=full,
-                                stdout=log, stderr=subprocess.STDOUT)
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             yield proc
         finally:
@@ -52,6 +55,21 @@ def qcluster(tmp_path: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            _kill_group(proc.pid)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
 
 
 def wait_for(predicate: Any, timeout: float, message: Any) -> None:

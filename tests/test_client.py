@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +15,6 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
-from django.db import connection
 
 from evaluations.accounts.tokens import token_create
 from evaluations.client import (
@@ -35,42 +33,20 @@ from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.conftest import REPO
 from tests.engine_helpers import DEMO, import_demo, perfect_outputs, regressed_outputs
+from tests.queue_helpers import qcluster
 
 pytestmark = [pytest.mark.slow]
 
 
-def _database_url() -> str:
-    settings = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{settings['NAME']}"
-    user = settings.get("USER") or "postgres"
-    host = settings.get("HOST") or "127.0.0.1"
-    return f"postgres://{user}@{host}:{settings.get('PORT') or 5432}/{settings['NAME']}"
-
-
 @pytest.fixture(scope="module")
-def cluster(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[None]:
+def cluster(django_db_setup: None, tmp_path_factory: Any) -> Iterator[None]:
     """A qcluster on the test database for the whole module: the live server queues the
     runs, the cluster executes them."""
     from django.conf import settings
 
-    tmp = tmp_path_factory.mktemp("cluster")
-    with django_db_blocker.unblock():
-        database_url = _database_url()
-    env = {**os.environ, "DATABASE_URL": database_url, "EVALSITE_DATA_DIR": str(tmp),
-           "SECRET_KEY": settings.SECRET_KEY, "EVALSITE_WORKERS": "2", "EVALSITE_TASK_TIMEOUT": "60",
-           "EVALSITE_TASK_RETRY": "300"}
-    env.pop("REDIS_URL", None)
-    with open(tmp / "qcluster.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=REPO, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
+    with qcluster(tmp_path_factory.mktemp("cluster"), EVALSITE_TASK_RETRY="300",
+                  EVALSITE_BATCH_SIZE=str(settings.EVALSITE_BATCH_SIZE)):
         yield
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture
