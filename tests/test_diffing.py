@@ -249,3 +249,28 @@ class TestAsDict:
         for match_type in MatchType:
             first = align(expected, actual, match_type).as_dict()
             assert all(align(expected, actual, match_type).as_dict() == first for _ in range(5))
+
+
+class TestOneCallLeftEachSide:
+    """After the matching head and tail, one call each is left: the shortcut gives what the
+    weighted LCS table gives (its rows, kinds, indices and diffs)."""
+
+    @pytest.mark.parametrize("rules", [ArgRules(), ArgRules(mode="subset"),
+                                       ArgRules(overrides={"city": ArgRule(case_insensitive=True)})])
+    def test_the_shortcut_gives_the_tables_rows(self, rules: ArgRules) -> None:
+        from evaluations.evaluators.diffing import _align_in_order, _lcs_rows
+
+        calls = [call("a", city="Paris"), call("a", city="paris"), call("a", city="Lyon", day=1), call("b", city="Paris"),
+                 call("a")]
+        head, tail = call("start", n=1), call("end")
+        checked = 0
+        for e in calls:
+            for a in calls:
+                if e.name == a.name and rules.args_agree(e.name, e.args, a.args):
+                    continue  # a match: the head takes it
+                got = _align_in_order([head, e, tail], [head, a, tail], rules)
+                table = _lcs_rows([e], [a], rules, 1)
+                assert [r.as_dict() for r in got[1:-1]] == [r.as_dict() for r in table]
+                assert [r.kind for r in (got[0], got[-1])] == ["matched", "matched"]
+                checked += 1
+        assert checked >= 15

@@ -368,7 +368,16 @@ def _align_in_order(expected: Sequence[ToolCall], actual: Sequence[ToolCall], ru
         tail += 1
     rows = [AlignmentRow(MATCHED, k, k, expected[k], actual[k]) for k in range(head)]
     mid_e, mid_a = expected[head:n - tail], actual[head:m - tail]
-    rows.extend(_lcs_rows(mid_e, mid_a, rules, head))
+    if len(mid_e) == 1 and len(mid_a) == 1:
+        # One call each left, and they do not match (else the head would have taken them): what
+        # the table below gives, without building it (the commonest near miss: one call's args).
+        e, a = mid_e[0], mid_a[0]
+        if e.name == a.name:
+            rows.append(AlignmentRow(ARGS_DIFFER, head, head, e, a, diff_args(e.args, a.args, rules, e.name)))
+        else:
+            rows += [AlignmentRow(MISSING, head, None, e, None), AlignmentRow(UNEXPECTED, None, head, None, a)]
+    else:
+        rows.extend(_lcs_rows(mid_e, mid_a, rules, head))
     rows.extend(AlignmentRow(MATCHED, n - tail + k, m - tail + k, expected[n - tail + k], actual[m - tail + k])
                 for k in range(tail))
     return rows
