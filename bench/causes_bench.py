@@ -10,7 +10,7 @@ perfect baseline. Printed, each the median of `--repeat`, in wall-clock seconds 
 process's CPU seconds (on a machine shared with other work the CPU figure is the steadier:
 waiting for a core is not in it; SQLite runs in the process, so its work is):
 
-- "causes": what the completion hook adds for causes: the failing scores and results read,
+- "causes": what the completion hook adds for causes (and its three parts): the failing scores and results read,
   each failing (case, criterion) given its signature (the tool-call diff realigned for the
   trajectory criteria), folded, and the causes and a row per failing (result, criterion)
   written (`causes.run_failures`, `causes.group`, `causes.causes_store`). Target: <= 1 s at
@@ -87,9 +87,19 @@ def measure(cases: int, repeat: int) -> dict[str, float]:
     print(f"{connection.vendor}: built two runs of {cases:,} cases in {time.perf_counter() - started:.1f} s",
           file=sys.stderr)
 
+    phases: dict[str, list[float]] = {"read": [], "group": [], "store": []}
+
     def with_causes() -> None:
         with transaction.atomic():
-            causes.causes_store(run=candidate, causes=causes.group(causes.run_failures(candidate)))
+            started = time.perf_counter()
+            failures = causes.run_failures(candidate)
+            read = time.perf_counter()
+            grouped = causes.group(failures)
+            folded = time.perf_counter()
+            causes.causes_store(run=candidate, causes=grouped)
+            phases["read"].append(read - started)
+            phases["group"].append(folded - read)
+            phases["store"].append(time.perf_counter() - folded)
 
     def floor() -> None:
         summary = comparison.compare(comparison.run_data(baseline), comparison.run_data(candidate))
@@ -101,6 +111,7 @@ def measure(cases: int, repeat: int) -> dict[str, float]:
     found = causes.run_causes(candidate, limit=None)
     return {"cases": cases, "seconds": seconds, "floor": floor_seconds, "ratio": seconds / floor_seconds,
             "cpu_seconds": cpu, "floor_cpu": floor_cpu, "cpu_ratio": cpu / floor_cpu,
+            **{f"{name}_seconds": statistics.median(times) for name, times in phases.items()},
             "causes": found.total if found else 0, "failing_cases": found.failing_cases if found else 0,
             "cause_rows": RunCause.objects.filter(cause_set__run=candidate).count()}
 
@@ -118,6 +129,8 @@ def main() -> None:
     print(f"causes of {args.cases:,} cases ({result['failing_cases']:,} failing, {result['causes']:,} causes): "
           f"{result['seconds']:.2f} s wall, {result['cpu_seconds']:.2f} s CPU "
           f"(target <= {TARGET_SECONDS:.0f} s) {verdict}")
+    print(f"  of which: failures read and given their signatures {result['read_seconds']:.2f} s, "
+          f"folded {result['group_seconds']:.2f} s, stored {result['store_seconds']:.2f} s")
     print(f"floor (today's completion: the comparison of the same two runs computed and stored): "
           f"{result['floor']:.2f} s wall, {result['floor_cpu']:.2f} s CPU; causes / floor "
           f"{result['ratio']:.2f}x wall, {result['cpu_ratio']:.2f}x CPU")

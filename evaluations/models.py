@@ -692,7 +692,8 @@ class RunCause(models.Model):
 class ResultCause(models.Model):
     """A failing (result, criterion) and its cause: what filters a cases table to one cause."""
 
-    cause = models.ForeignKey(RunCause, on_delete=models.CASCADE, related_name="results")
+    # No index of its own: both indexes below begin with it.
+    cause = models.ForeignKey(RunCause, on_delete=models.CASCADE, related_name="results", db_index=False)
     result_id = models.BigIntegerField()
     eval_id = models.CharField(max_length=255)
     criterion = models.CharField(max_length=100, blank=True)  # "" for a result with no answer to judge

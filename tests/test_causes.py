@@ -403,3 +403,13 @@ def test_the_trend_says_since_which_run_a_cause_has_been_on_the_branch(acme: Pro
              re.search(r"since #(\d+)", row).group(1)  # type: ignore[union-attr]
              for row in section.split('data-testid="since-row"')[1:]}
     assert since == {s: str(first.pk) for s in broken.causes}
+
+
+@pytest.mark.django_db
+def test_a_failing_result_s_cause_row_keeps_two_indexes_both_led_by_its_cause() -> None:
+    """Each failing (result, criterion) of a run writes a ResultCause row: it maintains the two
+    indexes its lookups use, not a third on the cause alone (migration 0024)."""
+    with connection.cursor() as cursor:
+        found = connection.introspection.get_constraints(cursor, ResultCause._meta.db_table)
+    indexes = {tuple(c["columns"]) for c in found.values() if c["index"] and not c["primary_key"]}
+    assert indexes == {("cause_id", "eval_id"), ("cause_id", "result_id")}
