@@ -356,6 +356,9 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
     summary = models.JSONField(null=True, blank=True)  # per-criterion and latency aggregates
+    # What its charts count (runs.selectors.chart_bins), kept once it has finished: its page
+    # reads them instead of every score. Stamped with the finish they count.
+    chart_bins = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

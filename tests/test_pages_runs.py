@@ -246,6 +246,64 @@ def test_the_charts_carry_the_runs_bin_counts(regressed: Run, alice_client: Clie
     assert rates["weather"] == pytest.approx(2 / 3)
 
 
+def _score_aggregates(queries: Any) -> list[str]:
+    """The queries that count a run's scores or results into bins (what the kept bins spare)."""
+    return [q["sql"] for q in queries.captured_queries if "GROUP BY" in q["sql"] or "FLOOR" in q["sql"].upper()]
+
+
+def test_a_completed_run_keeps_its_chart_bins_and_its_page_reads_them_not_its_scores(
+        regressed: Run, alice_client: Client) -> None:
+    from django.core.cache import cache
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from evaluations.runs.selectors import CHART_BINS_VERSION
+
+    run = Run.objects.get(pk=regressed.pk)
+    kept = run.chart_bins
+    assert kept["version"] == CHART_BINS_VERSION and kept["finished_at"] == run.finished_at.isoformat()
+    assert sum(kept["scores"]["trajectory_match"]["failed"]) == 2 and sum(kept["latency_counts"]) == 8
+    cache.clear()  # no cached chart HTML: the page draws them again, from the kept bins
+    with CaptureQueriesContext(connection) as queries:
+        page = html(alice_client.get(reverse("run_detail", args=[run.pk])))
+    assert page.count('class="plotly-graph-div"') == 3
+    assert _score_aggregates(queries) == []
+    (scores, _), (latency, _), (tags, _) = figures(page)
+    assert sum(latency[0]["y"]) == 8 and dict(zip(tags[0]["y"], tags[0]["x"], strict=True))["orders"] == 0.5
+
+
+def test_a_run_without_kept_bins_counts_them_on_its_first_view_and_keeps_them(
+        regressed: Run, alice_client: Client) -> None:
+    from django.core.cache import cache
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    kept = Run.objects.get(pk=regressed.pk).chart_bins
+    Run.objects.filter(pk=regressed.pk).update(chart_bins=None)  # finished before bins were kept
+    cache.clear()
+    with CaptureQueriesContext(connection) as first:
+        before = figures(html(alice_client.get(reverse("run_detail", args=[regressed.pk]))))
+    assert _score_aggregates(first)  # counted now...
+    assert Run.objects.get(pk=regressed.pk).chart_bins == kept  # ...and kept, the same as at completion
+    cache.clear()
+    with CaptureQueriesContext(connection) as second:
+        after = figures(html(alice_client.get(reverse("run_detail", args=[regressed.pk]))))
+    assert _score_aggregates(second) == [] and after == before
+
+
+def test_bins_of_an_earlier_finish_are_counted_again(regressed: Run, alice_client: Client) -> None:
+    from django.core.cache import cache
+
+    run = Run.objects.get(pk=regressed.pk)
+    stale = {**run.chart_bins, "finished_at": (run.finished_at - timedelta(hours=1)).isoformat(),
+             "latency_counts": [999]}
+    Run.objects.filter(pk=run.pk).update(chart_bins=stale)
+    cache.clear()
+    (_, _), (latency, _), (_, _) = figures(html(alice_client.get(reverse("run_detail", args=[run.pk]))))
+    assert sum(latency[0]["y"]) == 8
+    assert Run.objects.get(pk=run.pk).chart_bins["finished_at"] == run.finished_at.isoformat()
+
+
 def test_a_queued_run_shows_no_summary_or_charts_yet(acme: Project, alice_client: Client) -> None:
     run = uploaded_run(acme, perfect_outputs(), execute=False)
     page = html(alice_client.get(reverse("run_detail", args=[run.pk])))

@@ -154,8 +154,10 @@ def filtered_results(run: Run, filters: ResultFilters) -> QuerySet[CaseResult]:
         results = results.filter(Exists(conversation_scores(run).filter(
             result=OuterRef("pk"), criterion=filters.criterion, passed=False)))
     if filters.cause is not None:  # a cause of another run keeps nothing
-        results = results.filter(Exists(ResultCause.objects.filter(
-            cause_id=filters.cause, cause__cause_set__run_id=run.pk, result_id=OuterRef("pk"))))
+        # The cause's results as a set the run's are matched against: an EXISTS per result
+        # read every result of the run (36 ms to count a cause's 10,000 at 100,000 cases; 5 ms).
+        results = results.filter(pk__in=ResultCause.objects.filter(
+            cause_id=filters.cause, cause__cause_set__run_id=run.pk).values("result_id"))
     return results
 
 
@@ -191,7 +193,9 @@ def results_table(run: Run, criteria: list[str], filters: ResultFilters) -> Resu
                     "latency_seconds", "prompt_tokens", "completion_tokens", "cost_usd", "error", "response"))
     # Unfiltered, the count is the run's own (results are created with the run): no COUNT
     # over every result of a 100,000-case run for each page.
-    listed: Any = rows if filters.active else Counted(rows, run.cases_total)
+    # Filtered, the count reads the filtered results alone, without the page's join to the
+    # cases (a quarter of the count's time at 100,000 cases).
+    listed: Any = Counted(rows, results.count() if filters.active else run.cases_total)
     page = Paginator(listed, RESULTS_PER_PAGE).get_page(filters.page)
     raw = list(page.object_list)
     cells: dict[tuple[int, str], ScoreCell] = {}

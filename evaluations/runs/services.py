@@ -389,7 +389,7 @@ def run_retry_failed(*, run: Run, user: Any = None) -> int:
         n = retry.update(**reset)
         CaseResult.objects.filter(run=run, status=CaseResult.Status.PENDING).exclude(error="").update(error="")
         Run.objects.filter(pk=run.pk).update(
-            status=Run.Status.QUEUED, finished_at=None, summary=None,
+            status=Run.Status.QUEUED, finished_at=None, summary=None, chart_bins=None,
             cases_done=F("cases_done") - n, cases_failed=F("cases_failed") - failed,
             cases_errored=F("cases_errored") - errored,
         )
