@@ -257,7 +257,7 @@ def test_a_completed_run_keeps_its_chart_bins_and_its_page_reads_them_not_its_sc
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from evaluations.runs.selectors import CHART_BINS_VERSION
+    from evaluations.runs.bins import CHART_BINS_VERSION
 
     run = Run.objects.get(pk=regressed.pk)
     kept = run.chart_bins
@@ -268,7 +268,7 @@ def test_a_completed_run_keeps_its_chart_bins_and_its_page_reads_them_not_its_sc
         page = html(alice_client.get(reverse("run_detail", args=[run.pk])))
     assert page.count('class="plotly-graph-div"') == 3
     assert _score_aggregates(queries) == []
-    (scores, _), (latency, _), (tags, _) = figures(page)
+    _, (latency, _), (tags, _) = figures(page)
     assert sum(latency[0]["y"]) == 8 and dict(zip(tags[0]["y"], tags[0]["x"], strict=True))["orders"] == 0.5
 
 

@@ -37,6 +37,7 @@ from evaluations.models import (
     Trace,
 )
 from evaluations.runs import queue
+from evaluations.runs.bins import keep_chart_bins
 from evaluations.runs.exports import case_native_dict
 from evaluations.runs.loading import PendingResult, load_pending
 from evaluations.runs.summary import run_summary
@@ -527,11 +528,11 @@ def _keep_chart_bins(run: Run, summary: dict[str, Any]) -> None:
     """The completed run keeps what its charts count, once it has committed: the run is not
     kept waiting for them (1.4 s at 100,000 cases), and a view in between counts them itself.
     A failure is logged (the first view counts them then): charts never fail a run."""
-    from evaluations.runs.selectors import keep_chart_bins, run_summary_view  # selectors import the engine
-
     try:
-        view = run_summary_view(summary, run.criteria_order)
-        keep_chart_bins(run, view.latency_max if view is not None else None)
+        latency = (summary or {}).get("latency") or {}
+        slowest = latency.get("max") if isinstance(latency, dict) else None
+        numeric = isinstance(slowest, int | float) and not isinstance(slowest, bool)
+        keep_chart_bins(run, float(slowest) if numeric else None)
     except Exception:
         log.exception("run %s: its chart bins could not be counted", run.pk)
 
