@@ -96,52 +96,57 @@ class ToolLimitOptions(BaseModel):
     max_count: int = Field(default=0, ge=0)
 
 
+class _ToolLimitEvaluator(Evaluator):
+    """Tool calls of one kind counted against `max_count`: passes at or below it; the score is
+    the share of calls not of that kind. Subclasses say which calls count (`counted`) and what
+    the justification lists them as (`listed`)."""
+
+    group = "reliability"
+    Options = ToolLimitOptions
+    listed = ""
+
+    def counted(self, output: AgentOutput) -> tuple[int, list[str]]:
+        """(the output's tool calls, those that count against the limit, described)."""
+        raise NotImplementedError
+
+    def score(self, case: EvalCase, output: AgentOutput, config: CriterionConfig,
+              criterion: str) -> list[ScoreResult]:
+        try:
+            options: ToolLimitOptions = self.options(config)
+        except ValidationError as exc:
+            return options_error(criterion, exc)
+        calls, found = self.counted(output)
+        limit = Threshold(upper_limit=options.max_count)
+        return [ScoreResult(criterion=criterion, score=1 - len(found) / calls if calls else 1.0,
+                            passed=limit.passes(len(found)), raw_value=float(len(found)), threshold=limit,
+                            justification={"calls": calls, self.listed: found[:10]})]
+
+
 @register
-class ToolErrorsEvaluator(Evaluator):
+class ToolErrorsEvaluator(_ToolLimitEvaluator):
     """Tool calls that failed: passes at or below `max_count` (default none); the score is
     the share of calls that did not fail."""
 
     name = "tool_errors"
-    group = "reliability"
-    Options = ToolLimitOptions
+    listed = "failed"
 
-    def score(self, case: EvalCase, output: AgentOutput, config: CriterionConfig,
-              criterion: str) -> list[ScoreResult]:
-        try:
-            options: ToolLimitOptions = self.options(config)
-        except ValidationError as exc:
-            return options_error(criterion, exc)
+    def counted(self, output: AgentOutput) -> tuple[int, list[str]]:
         calls = [c for t in output.turns for c in t.tool_calls]
-        failed = [c for c in calls if c.error]
-        limit = Threshold(upper_limit=options.max_count)
-        return [ScoreResult(criterion=criterion, score=1 - len(failed) / len(calls) if calls else 1.0,
-                            passed=limit.passes(len(failed)), raw_value=float(len(failed)), threshold=limit,
-                            justification={"calls": len(calls),
-                                           "failed": [f"{c.name}: {c.error}" for c in failed][:10]})]
+        return len(calls), [f"{c.name}: {c.error}" for c in calls if c.error]
 
 
 @register
-class ToolRetriesEvaluator(Evaluator):
+class ToolRetriesEvaluator(_ToolLimitEvaluator):
     """Retries: a tool called again right after itself with the same arguments. Passes at or
     below `max_count` (default none)."""
 
     name = "tool_retries"
-    group = "reliability"
-    Options = ToolLimitOptions
+    listed = "retried"
 
-    def score(self, case: EvalCase, output: AgentOutput, config: CriterionConfig,
-              criterion: str) -> list[ScoreResult]:
-        try:
-            options: ToolLimitOptions = self.options(config)
-        except ValidationError as exc:
-            return options_error(criterion, exc)
+    def counted(self, output: AgentOutput) -> tuple[int, list[str]]:
         retried: list[str] = []
         for turn in output.turns:
             for before, call in zip(turn.tool_calls, turn.tool_calls[1:], strict=False):
                 if call.name == before.name and call.args == before.args:
                     retried.append(call.name)
-        calls = sum(len(t.tool_calls) for t in output.turns)
-        limit = Threshold(upper_limit=options.max_count)
-        return [ScoreResult(criterion=criterion, score=1 - len(retried) / calls if calls else 1.0,
-                            passed=limit.passes(len(retried)), raw_value=float(len(retried)), threshold=limit,
-                            justification={"calls": calls, "retried": retried[:10]})]
+        return sum(len(t.tool_calls) for t in output.turns), retried
