@@ -179,7 +179,11 @@ def _seed(monitor: Any, project: Any, count: int, start: int) -> None:
         for i in range(low, min(low + chunk, start + count)):
             at = now - timedelta(hours=i % (24 * 30), minutes=i % 60)
             env = "prod" if i % 2 else "staging"
-            user, thread = f"user-{i % 500}", f"seed-{i // THREAD_TURNS}"
+            # user-7, whom the filtered pages ask for, has 1 % of the traces and 4 % of the threads: a
+            # full page of each at every size (at 1/500 it had 20 traces at 10k and no thread, so
+            # its trace list grew with its rows, not with the data)
+            user = "user-7" if i % 100 == 7 else f"user-{i % 500}"
+            thread = f"seed-{i // THREAD_TURNS}"
             begin = int(at.timestamp() * 1e9)
             traces.append(Trace(project=project, trace_id=f"{i:032x}", thread_id=thread, name="agent",
                                 start_ns=begin, end_ns=begin + 1_500_000_000, received=True, received_at=at,
@@ -187,7 +191,8 @@ def _seed(monitor: Any, project: Any, count: int, start: int) -> None:
                                 complete=True, end_user=user, environment=env))
             if i % THREAD_TURNS == 0:
                 threads.append(TraceThread(project=project, thread_id=thread, first_at=at, last_at=at,
-                                           traces=THREAD_TURNS, end_user=user))
+                                           traces=THREAD_TURNS,
+                                           end_user="user-7" if (i // THREAD_TURNS) % 25 == 7 else user))
         Trace.objects.bulk_create(traces, batch_size=1000)
         TraceThread.objects.bulk_create(threads, batch_size=1000)
         ids = list(Trace.objects.filter(project=project, received=True, trace_id__in=[t.trace_id for t in traces])
