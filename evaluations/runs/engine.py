@@ -531,8 +531,9 @@ def _keep_chart_bins(run: Run, summary: dict[str, Any]) -> None:
     try:
         latency = (summary or {}).get("latency") or {}
         slowest = latency.get("max") if isinstance(latency, dict) else None
-        numeric = isinstance(slowest, int | float) and not isinstance(slowest, bool)
-        keep_chart_bins(run, float(slowest) if numeric else None)
+        if isinstance(slowest, bool) or not isinstance(slowest, int | float):
+            slowest = None
+        keep_chart_bins(run, None if slowest is None else float(slowest))
     except Exception:
         log.exception("run %s: its chart bins could not be counted", run.pk)
 
