@@ -110,6 +110,31 @@ def test_a_new_token_has_a_copy_button(chromium: Any, live_server: Any, acme: Pr
         assert errors == []
 
 
+def _late(tab: Any, ms: int) -> Any:
+    """A route handler that answers after `ms` milliseconds (a slow or loaded server)."""
+    return lambda route: (tab.wait_for_timeout(ms), route.continue_())
+
+
+def test_the_copy_button_is_hidden_until_its_script_is_there(chromium: Any, live_server: Any, acme: Project,
+                                                            alice: Any) -> None:
+    """A slow evalsite.js (a loaded server): the button shows once its click does something.
+    A class's display overrode `hidden`, and a click before the script was lost."""
+    for tab, errors in _context(chromium, 1440, permissions=["clipboard-read", "clipboard-write"]):
+        _login(tab, live_server.url)
+        tab.route("**/js/evalsite.js", _late(tab, 1500))
+        tab.goto(live_server.url + "/account/")
+        tab.get_by_label("Name").fill("CI on main")
+        tab.get_by_role("button", name="Create token").click()
+        secret = tab.get_by_label("The new API token").input_value()
+        assert tab.evaluate("document.readyState") != "complete"  # the script is still on its way
+        assert not tab.get_by_test_id("copy-token").is_visible()
+        tab.get_by_test_id("copy-token").click()  # waits for it to show
+        tab.locator("#new-token-status").filter(has_text="Copied.").wait_for()
+        assert tab.evaluate("navigator.clipboard.readText()") == secret
+        tab.unroute_all(behavior="ignoreErrors")
+        assert errors == []
+
+
 def test_the_new_run_page_fits_390_px_with_a_long_eval_id_in_its_problems(phone: Any, live_server: Any,
                                                                          acme: Project, alice: Any) -> None:
     import_demo(acme)
