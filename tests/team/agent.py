@@ -56,8 +56,7 @@ class Agent:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/agent"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -74,6 +73,26 @@ class Agent:
         """How many requests the agent got for the case's (only) turn."""
         with self._lock:
             return self.requests[f"{eval_id}:0:t1"]
+
+    def asked_each(self, ids: list[str], expected: dict[str, int], timeout: float = 15.0) -> dict[str, int]:
+        """How many requests the agent got per case, once they match `expected` or after
+        `timeout` seconds. A request the client gave up on (its timeout is 1 s) can still be
+        in the listen queue of this busy test process when the run is done: it is counted when
+        its handler reads it, which may be a moment after the run finished."""
+        deadline = time.monotonic() + timeout
+        while True:
+            asked = {eval_id: self.asked(eval_id) for eval_id in ids}
+            if asked == expected or time.monotonic() > deadline:
+                return asked
+            time.sleep(0.1)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Up to 3 clusters x 8 concurrent turns connect at once; the default listen queue of 5
+    # drops connections while the accepting thread waits for the GIL, and a dropped SYN is
+    # a request the agent never sees although the client counted it as an attempt.
+    request_queue_size = 128
 
 
 def answers_for(evalset: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -147,8 +147,8 @@ def test_an_agent_that_hangs_fails_or_answers_garbage_is_recorded_per_case_and_r
             assert all(errors[eval_id] == "" for eval_id in good)
             # Each turn was sent as often as the retry policy says, never more: the batch that
             # waited on the hanging agent kept its lease, so no second worker took its cases.
-            assert {eval_id: agent.asked(eval_id) for eval_id in ids} == {
-                **dict.fromkeys(hang + error, 2), **dict.fromkeys(garbage + good, 1)}
+            expected = {**dict.fromkeys(hang + error, 2), **dict.fromkeys(garbage + good, 1)}
+            assert agent.asked_each(ids, expected) == expected
 
             agent.behaviour = {}  # the agent is fixed: retry what errored
             reset = api.post(f"/api/v1/runs/{run['id']}/retry/")["reset"]
@@ -159,8 +159,8 @@ def test_an_agent_that_hangs_fails_or_answers_garbage_is_recorded_per_case_and_r
             api.close()
         assert final["status"] == "completed"
         assert assert_consistent(run["id"], criteria=len(CRITERIA)) == {"passed": 40}
-        assert {eval_id: agent.asked(eval_id) for eval_id in ids} == {
-            **dict.fromkeys(hang + error, 3), **dict.fromkeys(garbage, 2), **dict.fromkeys(good, 1)}
+        expected = {**dict.fromkeys(hang + error, 3), **dict.fromkeys(garbage, 2), **dict.fromkeys(good, 1)}
+        assert agent.asked_each(ids, expected) == expected
         assert_summary_matches_recount(run["id"])
 
 
