@@ -264,6 +264,21 @@ def test_a_bad_sample_in_a_json_log_names_its_path(acme: Project) -> None:
     assert Run.objects.count() == 0
 
 
+def test_a_log_nested_past_the_limit_before_its_eval_is_refused_where_it_gets_too_deep(acme: Project) -> None:
+    # The Inspect sniffer reads every .json upload's first members before any reader checks
+    # its depth; 100,000 brackets in a member ahead of `eval` once cost it 19 s of CPU.
+    doc = json.loads(LOGS[1].read_text())
+    rest = json.dumps({k: v for k, v in doc.items() if k != "version"}).encode()
+    head = b'{"version": 2, "plan": '
+    data = head + b"[" * 100_000 + b"]" * 100_000 + b", " + rest[1:]
+    for read in (lambda f: results_import(project=acme, file=f), lambda f: evalset_import(project=acme, files=[f])):
+        error = _error(read, SourceFile("deep.json", data))
+        [problem] = error.problems
+        assert error.code == "invalid_json" and "nested more than 64 levels deep" in problem.message
+        assert (problem.file, problem.line, problem.column) == ("deep.json", 1, len(head) + 64)  # the bracket at depth 65
+    assert Run.objects.count() == 0 and EvalSet.objects.count() == 0
+
+
 def test_a_deflate_log_without_zstd_reads_the_same() -> None:
     data = _rezip(LOGS[0], lambda name, d: d)
     parsed = read_results(SourceFile("deflate.eval", data))
