@@ -12,6 +12,8 @@
 # Without one, the AgentFlow tests are skipped with that reason (and this script says so);
 # everything else must run. The tests run with the caller's python (the CI venv, which has
 # requirements-dev.txt). Budget: under 5 minutes on 2 cores once the venvs exist.
+# `--prepare`: build the venvs and install promptfoo only (CI does this in the background
+# while the test suite runs), without running the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -61,6 +63,9 @@ if ! cmp -s "$promptfoo/package-lock.json" "$promptfoo/node_modules/.evalsite-lo
 fi
 export EVALSITE_DIFFERENTIAL_PROMPTFOO=$PWD/$promptfoo/node_modules
 echo "differential: venvs and promptfoo ready in $(( $(date +%s) - start ))s"
+if [ "${1:-}" = "--prepare" ]; then
+  exit 0
+fi
 
 EVALSITE_REQUIRE_DIFFERENTIAL=1 "$PYTHON" -m pytest -q -p no:cacheprovider tests/differential -rs
 echo "differential: done in $(( $(date +%s) - start ))s"

@@ -1,7 +1,7 @@
 """Every benchmark, one table: so a change that slows evalsite down shows.
 
     python bench/all.py                  # full sizes (10k import and engine; growth 1k/10k/100k)
-    python bench/all.py --quick          # small sizes, about 2 minutes (CI runs this)
+    python bench/all.py --quick          # small sizes, 3 to 5 minutes on 2 cores (CI runs this)
     python bench/all.py --update-docs    # full sizes, then write the figures into docs/benchmarks.md
     python bench/all.py --postgres postgres://postgres@127.0.0.1:5432/postgres   # + the engine on PostgreSQL
     python bench/all.py --lighthouse     # + Lighthouse on the demo's pages (npm ci in bench/lighthouse first)
@@ -13,7 +13,9 @@ prints; timings never fail it. It exits non-zero only when a benchmark crashes.
 All on SQLite (the embedded default): DATABASE_URL and REDIS_URL are ignored. With
 `--postgres URL` (a server it may create a database on), the engine benchmark also runs on
 PostgreSQL, and the recovery benchmark (a database drop, a killed worker) runs there, each in
-a scratch database created for it and dropped after.
+a scratch database created for it and dropped after. The benchmarks on a SQLite database of
+their own start from a copy of one database migrated at the start (bench/scratch.py), not from
+ninety-odd migrations each.
 """
 
 from __future__ import annotations
@@ -40,16 +42,17 @@ import growth  # noqa: E402 - after the path
 import import_bench  # noqa: E402
 import results_import_bench  # noqa: E402
 import scoring_bench  # noqa: E402
+import scratch  # noqa: E402
 import wide_csv_bench  # noqa: E402
 
 DOCS = REPO / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench-figures:begin -->", "<!-- bench-figures:end -->"
 FULL = {"import": 10_000, "import_runs": 3, "engine": 10_000, "growth": [1_000, 10_000, 100_000], "repeat": 5,
         "results_import": 10_000, "otlp_requests": 60, "deletion": 10_000, "review": 10_000, "causes": 100_000,
-        "wide_csv_rows": 5_000, "fairness_cases": 2_000, "otlp_refusal_spans": 1_000_000}
+        "wide_csv_rows": 5_000, "fairness_cases": 2_000, "otlp_refusal_spans": 1_000_000, "recovery_lease": 15}
 QUICK = {"import": 1_000, "import_runs": 1, "engine": 1_000, "growth": [200, 2_000], "repeat": 3,
          "results_import": 1_000, "otlp_requests": 12, "deletion": 1_000, "review": 500, "causes": 1_000,
-         "wide_csv_rows": 1_000, "fairness_cases": 500, "otlp_refusal_spans": 200_000}
+         "wide_csv_rows": 1_000, "fairness_cases": 500, "otlp_refusal_spans": 100_000, "recovery_lease": 6}
 
 
 @dataclass
@@ -271,10 +274,10 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     if postgres:
         print("recovery benchmark on PostgreSQL (database drop, killed worker)...", flush=True)
         with scratch_database(postgres) as url:
-            rec = run_bench("recovery_bench.py", "--lease", "15", database_url=url)
+            rec = run_bench("recovery_bench.py", "--lease", str(sizes["recovery_lease"]), database_url=url)
         figures.append(Figure("resume after a database drop, PostgreSQL", rec["drop_seconds"], "s",
                               "seconds, not the lease"))
-        figures.append(Figure("resume after a killed worker, lease 15 s", rec["kill_seconds"], "s",
+        figures.append(Figure(f"resume after a killed worker, lease {rec['lease']} s", rec["kill_seconds"], "s",
                               "<= lease + a tick", rec["kill_seconds"] / rec["lease"]))
 
     print(f"growth benchmark ({', '.join(_size(s) for s in sizes['growth'])} cases)...", flush=True)
@@ -345,7 +348,7 @@ def update_docs(figures: list[Figure]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes")
+    parser.add_argument("--quick", action="store_true", help="small sizes, 3 to 5 minutes on 2 cores")
     parser.add_argument("--update-docs", action="store_true",
                         help="write the figures into docs/benchmarks.md (full run)")
     parser.add_argument("--postgres", metavar="URL", help="also run the engine on PostgreSQL, in a scratch database "
@@ -356,7 +359,8 @@ def main() -> None:
     if args.quick and args.update_docs:
         parser.error("docs/benchmarks.md holds the full run's figures: --update-docs needs the full sizes")
     started = time.perf_counter()
-    figures = collect(QUICK if args.quick else FULL, args.postgres)
+    with scratch.migrated_template():  # one migrated SQLite database, copied for each benchmark
+        figures = collect(QUICK if args.quick else FULL, args.postgres)
     if args.lighthouse:
         print("Lighthouse on the demo (home, a run, compare, a drill-down, the trend; phone and desktop)...",
               flush=True)

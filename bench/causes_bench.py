@@ -56,7 +56,7 @@ def measure(cases: int, repeat: int) -> dict[str, float]:
 
     django.setup()
     import engine_bench
-    from django.core.management import call_command
+    import scratch
     from django.db import connection, transaction
 
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
@@ -67,7 +67,7 @@ def measure(cases: int, repeat: int) -> dict[str, float]:
     from evaluations.runs import services as runs
     from evaluations.schemas.evalset import EvalConfig
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     evalset, outputs = engine_bench.generate(cases)
     [outcome] = evalset_import(project=project, files=[SourceFile("bench.evalset.json", json.dumps(evalset).encode())])

@@ -63,7 +63,7 @@ def main() -> None:
 
     django.setup()
     import import_bench
-    from django.core.management import call_command
+    import scratch
     from django.db import connection, transaction
 
     from evaluations.evalsets.curation import case_native, evalset_edit, parse_edit
@@ -72,7 +72,7 @@ def main() -> None:
     from evaluations.models import EvalCase, EvalSet
     from evaluations.review.versions import version_diff
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     document = import_bench.generate(args.cases)
     started = time.perf_counter()

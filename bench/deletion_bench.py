@@ -40,7 +40,7 @@ def measure(cases: int) -> dict[str, Any]:
     import django
 
     django.setup()
-    from django.core.management import call_command
+    import scratch
     from django.db import connection, transaction
 
     from evaluations.evalsets.services import project_get_or_create_default
@@ -49,7 +49,7 @@ def measure(cases: int) -> dict[str, Any]:
     from evaluations.review.deletion import run_delete
     from tests.compare_helpers import generated_outputs, generated_version, make_run
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     started = time.perf_counter()
     version = generated_version(project, cases, eval_set_id=f"deletion_{cases}")

@@ -122,8 +122,8 @@ def run_bench(cases: int, workers: int) -> dict:
     import django
 
     django.setup()
+    import scratch
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connection
 
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
@@ -133,7 +133,7 @@ def run_bench(cases: int, workers: int) -> dict:
     from evaluations.runs import services as runs
     from evaluations.schemas.evalset import EvalConfig
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     evalset, raw_outputs = generate(args.cases)
     project = project_get_or_create_default()
     [outcome] = evalset_import(project=project, files=[SourceFile("bench.evalset.json", json.dumps(evalset).encode())])

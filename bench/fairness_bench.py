@@ -55,8 +55,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     import django
 
     django.setup()
+    import scratch
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connection
 
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
@@ -66,7 +66,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from evaluations.runs import services as runs
     from evaluations.schemas.evalset import EvalConfig
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     evalset, raw_outputs = generate(args.cases)
     [short_set] = evalset_import(project=project,

@@ -60,9 +60,9 @@ def main() -> None:
     django.setup()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per judge call otherwise
     import engine_bench
+    import scratch
     from django.contrib.auth import get_user_model
     from django.core.cache import cache
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
     from django.test.utils import setup_test_environment
@@ -77,7 +77,7 @@ def main() -> None:
     from tests.llm_server import FakeLLM, reply_json
 
     setup_test_environment()
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     people = []
     for name in ("bench", "second"):

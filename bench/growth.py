@@ -54,9 +54,9 @@ def one_size(cases: int, repeat: int) -> dict[str, float]:
 
     django.setup()
     import engine_bench
+    import scratch
     from django.contrib.auth import get_user_model
     from django.core.cache import cache
-    from django.core.management import call_command
     from django.db import connection, transaction
     from django.test import Client
     from django.test.utils import CaptureQueriesContext, setup_test_environment
@@ -70,7 +70,7 @@ def one_size(cases: int, repeat: int) -> dict[str, float]:
     from evaluations.schemas.evalset import EvalConfig
 
     setup_test_environment()
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     user = get_user_model().objects.create_user("bench", "bench@example.com", "bench-pass-123")
     Membership.objects.create(project=project, user=user, role=Membership.Role.MEMBER)

@@ -47,9 +47,9 @@ def _setup() -> None:
     import django
 
     django.setup()
-    from django.core.management import call_command
+    import scratch
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
 
 
 def _requests(count: int, traces: int = 10) -> list[bytes]:

@@ -74,8 +74,8 @@ def measure(rules: int, deliveries: int, repeat: int, tmp: Path) -> dict[str, An
 
     django.setup()
     import httpx
+    import scratch
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import transaction
     from django.utils import timezone
 
@@ -85,7 +85,7 @@ def measure(rules: int, deliveries: int, repeat: int, tmp: Path) -> dict[str, An
     from evaluations.review.completion import on_run_completion
     from tests.compare_helpers import baseline_and_candidate
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     _, candidate = baseline_and_candidate(project)
     server = receiver()

@@ -60,16 +60,16 @@ def measure(spans: int, tmp: Path) -> dict[str, Any]:
     import django
 
     django.setup()
+    import scratch
     from django.conf import settings
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.test import Client
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     from evaluations.accounts.tokens import token_create
     from evaluations.models import Membership, Project
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     settings.ALLOWED_HOSTS = ["testserver"]
     settings.EVALSITE_OTLP_MAX_BODY_BYTES = 256 * 1024 * 1024
     settings.EVALSITE_OTLP_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024

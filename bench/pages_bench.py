@@ -39,9 +39,9 @@ def main() -> None:
 
     django.setup()
     import engine_bench
+    import scratch
     from django.contrib.auth import get_user_model
     from django.core.cache import cache
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
     from django.test.utils import setup_test_environment
@@ -54,7 +54,7 @@ def main() -> None:
     from evaluations.schemas.evalset import EvalConfig
 
     setup_test_environment()  # lets the test client run against this database
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     user = get_user_model().objects.create_user("bench", "bench@example.com", "bench-pass-123")
     Membership.objects.create(project=project, user=user, role=Membership.Role.MEMBER)

@@ -28,7 +28,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.core.management import call_command  # noqa: E402
+import scratch  # noqa: E402
 
 from evaluations.evalsets.services import evalset_import  # noqa: E402
 from evaluations.evaluators import get_evaluator_class  # noqa: E402
@@ -74,7 +74,7 @@ def scoring(cases: list[EvalCase], criteria: list[tuple[str, str, CriterionConfi
 
 
 def measure(tests: int) -> dict[str, float]:
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = Project.objects.get_or_create(slug="bench-promptfoo", defaults={"name": "bench"})[0]
     data = suite(tests)
     seconds = timed([SourceFile("bench.promptfooconfig.yaml", data)], project)

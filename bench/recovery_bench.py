@@ -58,8 +58,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
     django.setup()
     import psutil
+    import scratch
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connection
     from django.db.models import Count
 
@@ -68,7 +68,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from evaluations.models import CaseResult, Run, RunBatch, Score
     from evaluations.runs import services as runs
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     demo = REPO / "evaluations" / "demo" / "travel_agent.evalset.json"
     [outcome] = evalset_import(project=project, files=[SourceFile(demo.name, demo.read_bytes())])

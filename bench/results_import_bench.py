@@ -100,14 +100,14 @@ def import_once(path: Path) -> None:
     import django
 
     django.setup()
-    from django.core.management import call_command
+    import scratch
 
     from evaluations.evalsets.services import project_get_or_create_default
     from evaluations.interop import SourceFile
     from evaluations.models import Score
     from evaluations.runs.imports import results_import
 
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     started = time.perf_counter()
     run = results_import(project=project, file=SourceFile(path.name, path.read_bytes()))

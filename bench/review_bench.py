@@ -50,8 +50,8 @@ def main() -> None:
     import logging
 
     logging.getLogger("axes").setLevel(logging.WARNING)  # a line per login otherwise
+    import scratch
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import transaction
     from django.test import Client
     from django.test.utils import setup_test_environment
@@ -61,7 +61,7 @@ def main() -> None:
     from tests.compare_helpers import generated_outputs, generated_version, make_run
 
     setup_test_environment()
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     project = project_get_or_create_default()
     lead, fixer = (get_user_model().objects.create_user(n, f"{n}@example.com", f"{n}-pass-123")
                    for n in ("lead", "fixer"))

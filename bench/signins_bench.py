@@ -36,8 +36,8 @@ def measure(events: int, repeat: int) -> dict[str, Any]:
     import django
 
     django.setup()
+    import scratch
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext, setup_test_environment
@@ -45,7 +45,7 @@ def measure(events: int, repeat: int) -> dict[str, Any]:
     from evaluations.models import AuditEvent, Project
 
     setup_test_environment()
-    call_command("migrate", verbosity=0)
+    scratch.migrate()
     admin = get_user_model().objects.create_superuser("root", "root@example.com", "root-pass-123456")
     project = Project.objects.create(slug="acme", name="Acme")
     client = Client()

@@ -26,8 +26,8 @@ import json, os, resource, sys, time
 sys.path.insert(0, os.getcwd())
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
 import django; django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
+sys.path.insert(0, os.path.join(os.getcwd(), "bench"))
+import scratch; scratch.migrate()
 from evaluations.evalsets.services import evalset_import
 from evaluations.interop import SourceFile
 from evaluations.models import Project
