@@ -83,3 +83,32 @@ def test_the_import_contracts_hold() -> None:
     result = subprocess.run([str(lint_imports), "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 kept, 0 broken" in result.stdout
+
+
+# The remote client is one file on purpose (a CI job fetches and runs it alone).
+LONG_ON_PURPOSE = {"evaluations/client.py"}
+MAX_MODULE_LINES = 900
+
+
+def test_no_module_of_the_app_is_longer_than_900_lines() -> None:
+    long = {str(path.relative_to(REPO)): n for path in (REPO / "evaluations").rglob("*.py")
+            if ".migrations" not in str(path) and "/migrations/" not in str(path)
+            and (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long.keys() <= LONG_ON_PURPOSE, long
+    assert "evaluations/client.py" in {str(p.relative_to(REPO)) for p in (REPO / "evaluations").glob("*.py")}
+
+
+@pytest.mark.parametrize("face", ["evaluations/models/__init__.py", "evaluations/interop/__init__.py",
+                                  "evaluations/api/serializers/__init__.py"])
+def test_a_package_face_only_hands_names_on(face: str) -> None:
+    import ast
+
+    tree = ast.parse((REPO / face).read_text())
+    kinds = {type(node).__name__ for node in tree.body}
+    # its docstring, its imports and __all__: no function, class or other statement
+    assert kinds <= {"Expr", "ImportFrom", "Import", "Assign"}, kinds
+    assigned = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                if isinstance(t, ast.Name)}
+    assert assigned == {"__all__"}
+    exported = next(node for node in tree.body if isinstance(node, ast.Assign)).value
+    assert isinstance(exported, ast.List) and len(exported.elts) > 5

@@ -31,7 +31,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from evaluations import safejson
-from evaluations.interop import expand
 from evaluations.interop.base import (
     MAX_REPORTED_PROBLEMS,
     EvalSetImportError,
@@ -45,6 +44,7 @@ from evaluations.interop.base import (
     too_many_cases,
 )
 from evaluations.interop.otel.spans import TraceError, apply_trace, parse_otlp
+from evaluations.interop.upload import expand
 from evaluations.schemas.outputs import AgentOutput
 from evaluations.schemas.text import nul_free
 
