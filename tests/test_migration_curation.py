@@ -9,9 +9,9 @@ import json
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from evaluations.schemas.evalset import EvalCase as NativeCase
+from tests.migration_helpers import old_chain_executor
 
 BEFORE = [("evaluations", "0009_triage_unique_per_branch")]
 AFTER = [("evaluations", "0010_curation")]
@@ -40,7 +40,7 @@ def _cases(texts: list[str]) -> list[dict]:
 
 @pytest.mark.django_db(transaction=True)
 def test_existing_versions_keep_their_cases_and_are_found_again_by_content() -> None:
-    executor = MigrationExecutor(connection)
+    executor = old_chain_executor(connection)
     executor.migrate(BEFORE)
     apps = executor.loader.project_state(BEFORE).apps
     Project = apps.get_model("evaluations", "Project")
@@ -73,9 +73,9 @@ def test_existing_versions_keep_their_cases_and_are_found_again_by_content() -> 
                 criteria=case["criteria"],
                 conversation_scenario=case["conversation_scenario"],
             )
-    executor = MigrationExecutor(connection)
+    executor = old_chain_executor(connection)
     executor.migrate(AFTER)
-    executor = MigrationExecutor(connection)
+    executor = old_chain_executor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
 
     from evaluations.evalsets.services import evalset_import

@@ -8,7 +8,8 @@ import datetime as dt
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migration_helpers import old_chain_executor
 
 BEFORE = [("evaluations", "0007_criteria_order")]
 AFTER = [("evaluations", "0009_triage_unique_per_branch")]
@@ -16,7 +17,7 @@ AFTER = [("evaluations", "0009_triage_unique_per_branch")]
 
 @pytest.mark.django_db(transaction=True)
 def test_existing_triage_rows_are_merged_per_branch() -> None:
-    executor = MigrationExecutor(connection)
+    executor = old_chain_executor(connection)
     executor.migrate(BEFORE)
     apps = executor.loader.project_state(BEFORE).apps
     Project = apps.get_model("evaluations", "Project")
@@ -44,7 +45,7 @@ def test_existing_triage_rows_are_merged_per_branch() -> None:
     Comment.objects.create(triage=old, body="said on the older comparison")
     Comment.objects.create(triage=new, body="said on the newer one")
 
-    executor = MigrationExecutor(connection)
+    executor = old_chain_executor(connection)
     executor.migrate(AFTER)
     apps = executor.loader.project_state(AFTER).apps
     Triage = apps.get_model("evaluations", "Triage")
@@ -55,5 +56,5 @@ def test_existing_triage_rows_are_merged_per_branch() -> None:
     assert rows["feat"].pk == other.pk and rows["feat"].status == "flaky"
     assert sorted(Comment.objects.filter(triage_id=new.pk).values_list("body", flat=True)) == [
         "said on the newer one", "said on the older comparison"]
-    executor = MigrationExecutor(connection)
+    executor = old_chain_executor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())  # leave the schema as the other tests expect it
