@@ -97,7 +97,7 @@ def test_a_linked_superuser_is_asked_for_totp_after_sso_and_the_link_is_its_own_
 def test_a_superuser_without_totp_is_sent_to_set_it_up_not_let_in(sso: Provider, live_server: Any,  # noqa: F811
                                                                    settings: Any) -> None:
     settings.EVALSITE_REQUIRE_2FA_SUPERUSERS = True
-    root, _ = _superuser("boss", "boss@corp.example", with_totp=False)
+    _superuser("boss", "boss@corp.example", with_totp=False)
     sso.set_person("boss.corp", email="boss@corp.example", email_verified=True)
     session = http()
     landed = sign_in(session, live_server.url, "boss.corp", "boss.corp-idp-pass")
