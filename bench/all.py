@@ -224,6 +224,11 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
                        note["with_rules_ms"] / note["floor_ms"]),
                 Figure("notification deliveries drained, 2 workers", note["per_second"], "/s", ">= 100/s",
                        note["ratio"])]
+    print("a receiver's 400 MB answer and gzip bomb, the worker's memory...", flush=True)
+    answer = run_bench("notify_answer_bench.py")
+    worst = max(answer["flood"]["growth_mb"], answer["bomb"]["growth_mb"])
+    figures.append(Figure("notification answer of 400 MB / gzip bomb, RSS added", answer["added_mb"], "MB",
+                          "<= 32 MB", worst / max(answer["floor"]["growth_mb"], 1.0)))
     n = sizes["wide_csv_rows"]
     print(f"wide CSV import ({n} rows x 1,000 columns)...", flush=True)
     wide = wide_csv_bench.measure(n)

@@ -500,6 +500,9 @@ EVALSITE_OIDC_NAME = os.environ.get("EVALSITE_OIDC_NAME", "single sign-on")
 EVALSITE_OIDC_GROUPS_CLAIM = os.environ.get("EVALSITE_OIDC_GROUPS_CLAIM", "groups")
 EVALSITE_OIDC_ROLE_MAP = os.environ.get("EVALSITE_OIDC_ROLE_MAP", "")
 EVALSITE_OIDC_TOKEN_AUTH = os.environ.get("EVALSITE_OIDC_TOKEN_AUTH", "")  # client_secret_post/basic
+# The ID token's `amr` entries or `acr` values that count as a second factor for an account
+# that needs one (docs/sso.md); empty: none does, and evalsite asks for its own TOTP code.
+EVALSITE_OIDC_MFA_VALUES = os.environ.get("EVALSITE_OIDC_MFA_VALUES", "").replace(",", " ").split()
 EVALSITE_SSO_ONLY = env_bool("EVALSITE_SSO_ONLY", False)
 EVALSITE_REQUIRE_2FA_SUPERUSERS = env_bool("EVALSITE_REQUIRE_2FA_SUPERUSERS", False)
 if EVALSITE_OIDC_ISSUER and not (EVALSITE_OIDC_CLIENT_ID and EVALSITE_OIDC_CLIENT_SECRET):

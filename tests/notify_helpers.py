@@ -9,7 +9,7 @@ import hmac
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
@@ -33,6 +33,8 @@ class Receiver:
     secret: str
     fail_first: int = 0
     hold_first: bool = False
+    reply: bytes | None = None  # the body of a 200 answer (default {"ok": true})
+    refuse: Callable[[Any], int | None] | None = None  # the body -> a status to answer instead
     requests: list[Received] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
     holding: threading.Event = field(default_factory=threading.Event)
@@ -63,13 +65,16 @@ class _Handler(BaseHTTPRequestHandler):
         with receiver.lock:
             index = len(receiver.requests)
             status = 500 if index < receiver.fail_first else 200
-            entry = Received(self.headers.get("X-Evalsite-Delivery", ""), json.loads(raw or b"null"), signed,
+            body = json.loads(raw or b"null")
+            if status == 200 and receiver.refuse is not None:
+                status = receiver.refuse(body) or 200
+            entry = Received(self.headers.get("X-Evalsite-Delivery", ""), body, signed,
                              dict(self.headers.items()), status)
             receiver.requests.append(entry)
         if receiver.hold_first and index == 0:
             receiver.holding.set()
             receiver.released.wait(30)
-        data = b'{"ok": true}' if status == 200 else b"receiver says no (test)"
+        data = (receiver.reply or b'{"ok": true}') if status == 200 else b"receiver says no (test)"
         try:
             self.send_response(status)
             self.send_header("Content-Length", str(len(data)))

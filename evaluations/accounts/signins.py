@@ -19,7 +19,7 @@ from evaluations.models import AuditEvent
 
 SIGNIN_VERBS = [AuditEvent.Verb.SIGNIN_SUCCEEDED, AuditEvent.Verb.SIGNIN_FAILED,
                 AuditEvent.Verb.TWOFACTOR_ENABLED, AuditEvent.Verb.TWOFACTOR_DISABLED,
-                AuditEvent.Verb.SSO_ROLES_CHANGED]
+                AuditEvent.Verb.SSO_ROLES_CHANGED, AuditEvent.Verb.SSO_LINKED]
 PAGE_SIZE = 50
 MAX_FEEDS = 200  # projects whose feeds get one sign-in
 
@@ -46,6 +46,17 @@ def signin_record(*, request: HttpRequest | None, user: Any, method: str, ok: bo
     account = user if user is not None else _account_named(name)
     if account is not None:
         _to_project_feeds(account=account, actor=user, verb=verb, summary=summary, data=details)
+    return event
+
+
+def link_record(*, request: HttpRequest | None, user: Any, summary: str, data: dict[str, Any]) -> AuditEvent:
+    """The provider's subject linked to an existing account by its verified e-mail: an event of
+    its own in the sign-in log (with the address) and in the account's projects' feeds, before
+    the sign-in it belongs to is logged."""
+    details = {"method": "sso link by e-mail", "username": user.get_username()[:150], **data}
+    event = audit_record(project=None, actor=user, verb=AuditEvent.Verb.SSO_LINKED, summary=summary,
+                         data={**details, "address": _address(request)})
+    _to_project_feeds(account=user, actor=user, verb=AuditEvent.Verb.SSO_LINKED, summary=summary, data=details)
     return event
 
 

@@ -12,7 +12,12 @@ What evalsite adds to allauth's provider:
   says the address is verified and exactly one account has it; otherwise the sign-in is
   refused (never linked to a different account);
 - the groups claim applied to project roles at every sign-in (`roles_map.py`);
-- every sign-in and failure written to the sign-in log (`signins.py`).
+- the second factor an account must pass (it has one, or EVALSITE_REQUIRE_2FA_* covers it):
+  the ID token's `amr`/`acr` where EVALSITE_OIDC_MFA_VALUES accepts them, else evalsite's own
+  TOTP step before the session is signed in (`AccountAdapter.pre_login`);
+- the ID token's `jti` taken once in the database (evaluations/once.py), for every process;
+- every sign-in and failure written to the sign-in log (`signins.py`), and a link by e-mail
+  as an event of its own.
 
 The provider's URLs come from the operator's configuration, not from users, so evalsite's
 egress policy for HTTP targets does not apply to them (docs/sso.md).
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jwt
@@ -39,12 +45,15 @@ from allauth.socialaccount.providers.openid_connect.views import OpenIDConnectOA
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth import login as django_login
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.urls import reverse
 
 from evaluations.accounts.roles_map import RoleMapError, groups_of, role_map_parse, roles_apply
-from evaluations.accounts.signins import account_event, signin_record
+from evaluations.accounts.signins import account_event, link_record, signin_record
+from evaluations.accounts.twofactor import pending_start, second_factor_due
 from evaluations.models import AuditEvent
+from evaluations.once import once_take
 
 PROVIDER_ID = "sso"
 METHOD = "sso"
@@ -103,8 +112,20 @@ def id_token_verify(id_token: str, *, keys_url: str, issuer: str, audience: str)
         raise OAuth2Error("the ID token's signature does not match the provider's keys") from e
     except (jwt.PyJWTError, KeyError, ValueError) as e:
         raise OAuth2Error(f"the ID token is not valid: {str(e)[:200]}") from e
-    jwtkit.verify_jti(claims)
+    jti_check(claims)
     return claims
+
+
+def jti_check(claims: dict[str, Any]) -> None:
+    """An ID token's `jti` is taken once, in the database (evaluations/once.py), until the
+    token expires: a replayed token is refused by every process, with or without Redis.
+    (allauth's own check keeps the seen ids in the cache, which is per process without Redis.)"""
+    jti, issuer, expires = claims.get("jti"), claims.get("iss"), claims.get("exp")
+    if jti is None or issuer is None or not isinstance(expires, int | float):
+        return
+    until = datetime.fromtimestamp(float(expires), tz=UTC) + timedelta(seconds=30)  # the leeway above
+    if not once_take(scope="oidc-jti", value=f"{issuer} {jti}", until=until):
+        raise OAuth2Error("the ID token was used before (its jti was seen)")
 
 
 class EvalsiteOIDCProvider(OpenIDConnectProvider):
@@ -194,6 +215,10 @@ class SocialAdapter(DefaultSocialAccountAdapter):
             _refuse(request, username=email, reason=f"several accounts here have the e-mail {email}: "
                                                     "an administrator must link one")
         sociallogin.connect(request, users[0])
+        subject = str(sociallogin.account.uid)[:200]
+        link_record(request=request, user=users[0], summary=f"{sso_name()} subject {subject} linked to "
+                                                            f"{users[0].get_username()} by the verified e-mail {email}",
+                    data={"provider": sso_name(), "subject": subject, "email": email[:200]})
 
     def on_authentication_error(self, request: HttpRequest, provider: Any, error: Any = None,
                                 exception: Any = None, extra_context: Any = None) -> None:
@@ -226,15 +251,52 @@ class AccountAdapter(DefaultAccountAdapter):
         user.backend = BACKEND
         django_login(request, user)
 
+    def pre_login(self, request: HttpRequest, user: Any, **kwargs: Any) -> Any:
+        """A single sign-on of an account that must pass a second factor (it has one, or an
+        EVALSITE_REQUIRE_2FA_* setting covers it) goes on only when the ID token's `amr` or
+        `acr` says the provider asked for one (EVALSITE_OIDC_MFA_VALUES); else the browser is
+        sent to evalsite's own second step, as after a password, and signed in there."""
+        response = super().pre_login(request, user, **kwargs)
+        sociallogin = (kwargs.get("signal_kwargs") or {}).get("sociallogin")
+        if response is not None or sociallogin is None or not second_factor_due(user):
+            return response
+        claims = _claims(sociallogin)
+        said = provider_second_factor((sociallogin.account.extra_data or {}).get("id_token") or {})
+        if said is not None:
+            sociallogin.state["evalsite_second_factor"] = said
+            return None
+        next_url = kwargs.get("redirect_url") or sociallogin.get_redirect_url(request) or "/"
+        target = pending_start(request.session, user=user, next_url=str(next_url), sso={
+            "groups": sorted(groups_of(claims, settings.EVALSITE_OIDC_GROUPS_CLAIM))[:500],
+            "subject": str(claims.get("sub", ""))[:200]})
+        return HttpResponseRedirect(reverse(target))
 
-def on_sso_login(sender: Any, request: HttpRequest, user: Any, **kwargs: Any) -> None:
-    """allauth's user_logged_in: the groups applied to roles, the sign-in logged."""
-    sociallogin = kwargs.get("sociallogin")
-    if sociallogin is None:
-        return
+
+def provider_second_factor(id_token: dict[str, Any]) -> str | None:
+    """What in the ID token counts as a second factor here ("amr mfa", "acr phrh"), or None:
+    an `amr` entry or the `acr` that EVALSITE_OIDC_MFA_VALUES lists."""
+    accepted = set(settings.EVALSITE_OIDC_MFA_VALUES)
+    if not accepted:
+        return None
+    amr = id_token.get("amr")
+    for value in [amr] if isinstance(amr, str) else amr if isinstance(amr, list) else []:
+        if isinstance(value, str) and value in accepted:
+            return f"amr {value}"[:100]
+    acr = id_token.get("acr")
+    if isinstance(acr, str) and acr in accepted:
+        return f"acr {acr}"[:100]
+    return None
+
+
+def _claims(sociallogin: Any) -> dict[str, Any]:
     data = sociallogin.account.extra_data or {}
-    merged = {**(data.get("id_token") or {}), **(data.get("userinfo") or {})}
-    groups = groups_of(merged, settings.EVALSITE_OIDC_GROUPS_CLAIM)
+    return {**(data.get("id_token") or {}), **(data.get("userinfo") or {})}
+
+
+def sso_signed_in(*, request: HttpRequest, user: Any, sso: dict[str, Any], method: str) -> None:
+    """An SSO sign-in done (at once, or after evalsite's second step): the provider's groups
+    applied to project roles, the sign-in logged."""
+    groups = sorted({str(g) for g in sso.get("groups") or []})
     try:
         rules = role_map_parse(settings.EVALSITE_OIDC_ROLE_MAP)
     except RoleMapError as e:  # also a system-check error: only a server started past it gets here
@@ -246,5 +308,17 @@ def on_sso_login(sender: Any, request: HttpRequest, user: Any, **kwargs: Any) ->
         account_event(user=user, verb=AuditEvent.Verb.SSO_ROLES_CHANGED,
                       summary=f"{sso_name()} changed {user.get_username()}'s roles: " + "; ".join(changes),
                       data={"changes": changes, "groups": sorted(groups)[:50]})
-    signin_record(request=request, user=user, method=METHOD, ok=True,
-                  data={"provider": sso_name(), "subject": str(merged.get("sub", ""))[:200]})
+    signin_record(request=request, user=user, method=method, ok=True,
+                  data={"provider": sso_name(), "subject": str(sso.get("subject", ""))[:200]})
+
+
+def on_sso_login(sender: Any, request: HttpRequest, user: Any, **kwargs: Any) -> None:
+    """allauth's user_logged_in: an SSO sign-in that needed no step of evalsite's."""
+    sociallogin = kwargs.get("sociallogin")
+    if sociallogin is None:
+        return
+    claims = _claims(sociallogin)
+    said = sociallogin.state.get("evalsite_second_factor")
+    sso_signed_in(request=request, user=user, method=f"{METHOD} + provider's {said}" if said else METHOD,
+                  sso={"groups": sorted(groups_of(claims, settings.EVALSITE_OIDC_GROUPS_CLAIM)),
+                       "subject": str(claims.get("sub", ""))})

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from evaluations.api.common import require_admin, responses, visible_projects
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
 from evaluations.models import Notification, NotifyAttempt, NotifyChannel, NotifyRule, Project
-from evaluations.notify import delivery, services
+from evaluations.notify import delivery, redact, services
 
 
 class ChannelSerializer(serializers.ModelSerializer[NotifyChannel]):
@@ -38,6 +38,11 @@ class ChannelSerializer(serializers.ModelSerializer[NotifyChannel]):
 
     def get_url(self, channel: NotifyChannel) -> str | None:
         return channel.url if self.context.get("admin") else None
+
+    def to_representation(self, instance: NotifyChannel) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(instance)
+        data["pause_reason"] = redact.for_viewer(instance.pause_reason, instance, admin=bool(self.context.get("admin")))
+        return data
 
 
 class ChannelWriteSerializer(serializers.Serializer[Any]):
@@ -88,10 +93,16 @@ class RuleWriteSerializer(serializers.Serializer[Any]):
 class AttemptSerializer(serializers.ModelSerializer[NotifyAttempt]):
     delivery_id = serializers.UUIDField(source="delivery.idempotency_id", read_only=True)
     delivery_status = serializers.CharField(source="delivery.status", read_only=True)
+    excerpt = serializers.SerializerMethodField(help_text="the answer's start or the error; secrets (tokens, the "
+                                                          "URL's path) redacted except for the project's admins")
 
     class Meta:
         model = NotifyAttempt
         fields = ["id", "at", "ok", "status_code", "latency_ms", "excerpt", "delivery_id", "delivery_status"]
+
+    def get_excerpt(self, attempt: NotifyAttempt) -> str:
+        channel = self.context["channel"]
+        return redact.for_viewer(attempt.excerpt, channel, admin=bool(self.context.get("admin")))
 
 
 class TestQueuedSerializer(serializers.Serializer[Any]):
@@ -191,10 +202,19 @@ class ChannelDetail(GenericAPIView):
 class ChannelLog(ListAPIView):
     serializer_class = AttemptSerializer
 
+    def _channel(self) -> NotifyChannel:
+        if not hasattr(self, "_found"):
+            self._found = get_object_or_404(NotifyChannel, project=_project(self.request, self.kwargs["slug"]),
+                                            pk=self.kwargs["pk"])
+        return self._found
+
     def get_queryset(self) -> QuerySet[NotifyAttempt]:
-        channel = get_object_or_404(NotifyChannel, project=_project(self.request, self.kwargs["slug"]),
-                                    pk=self.kwargs["pk"])
-        return channel.log.select_related("delivery").order_by("-at", "-pk")
+        return self._channel().log.select_related("delivery").order_by("-at", "-pk")
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        channel = self._channel()
+        return {**super().get_serializer_context(), "channel": channel,
+                "admin": _is_admin(self.request, channel.project)}
 
 
 class ResumedSerializer(serializers.Serializer[Any]):

@@ -28,6 +28,7 @@ from evaluations.models.notify import (
     NotifyMessage,
     NotifyRule,
 )
+from evaluations.models.once import UsedOnce
 from evaluations.models.review import (
     AuditEvent,
     CauseSet,
@@ -106,4 +107,5 @@ __all__ = [
     "Trace",
     "TraceThread",
     "Triage",
+    "UsedOnce",
 ]

@@ -190,6 +190,7 @@ class AuditEvent(models.Model):
         TWOFACTOR_ENABLED = "twofactor.enabled", "Second factor set up"
         TWOFACTOR_DISABLED = "twofactor.disabled", "Second factor turned off"
         SSO_ROLES_CHANGED = "sso.roles_changed", "SSO roles changed"
+        SSO_LINKED = "sso.linked", "SSO linked to an account"
         MONITOR_CREATED = "monitor.created"
         MONITOR_EDITED = "monitor.edited"
         MONITOR_BACKFILLED = "monitor.backfilled"

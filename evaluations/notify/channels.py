@@ -9,7 +9,13 @@
 - in-app: a `Notification` per person (the recipient, or every member for a project-wide rule).
 
 URLs go through the HTTP targets' egress policy (runs.targets.egress): the address checked
-is the one connected to, redirects are not followed.
+is the one connected to, redirects are not followed. A receiver's answer is read as raw bytes,
+at most `ANSWER_BYTES` of it and never decompressed (`Accept-Encoding: identity`), so no answer
+can make a worker hold more than that.
+
+A message that can never be sent (a header no mail server takes, an answer of 400, 413 or 422
+about its body) fails alone: `Outcome.alone`, no retry, and it does not count toward pausing
+its channel (see delivery.py).
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import smtplib
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +38,15 @@ from django.template.loader import render_to_string
 
 from evaluations.models import Membership, Notification, NotifyChannel, NotifyDelivery, NotifyMessage
 from evaluations.notify import payloads
+from evaluations.notify.payloads import one_line
 from evaluations.runs.targets import egress
 
 EXCERPT = 300
+ANSWER_BYTES = 4096  # raw bytes of a receiver's answer read at most; the rest is never read
+# Answers that say the message itself is wrong: sending it again, or sending others, changes
+# nothing about it. Other 4xx (401, 403, 404, 410, ...) say the channel's URL is wrong, and
+# count toward pausing it; 408, 429 and 5xx are retried.
+MESSAGE_REFUSED = frozenset({400, 413, 422})
 _local = threading.local()
 
 
@@ -42,6 +56,7 @@ class Outcome:
     status_code: int | None
     excerpt: str
     retry: bool = True  # False: trying again cannot help (a refused URL)
+    alone: bool = False  # True: this message can never be sent; the channel is not to blame
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -63,12 +78,40 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
         pinned, extra, extensions = egress.pinned_request(url)
     except egress.EgressRefused as exc:
         return Outcome(False, None, f"refused: {exc}"[:EXCERPT], retry=False)
+    deadline = time.monotonic() + settings.EVALSITE_NOTIFY_TIMEOUT
     try:
-        response = _client().post(pinned, content=body, headers={**headers, **extra}, extensions=extensions)
+        with _client().stream("POST", pinned, content=body, extensions=extensions,
+                              headers={**headers, "Accept-Encoding": "identity", **extra}) as response:
+            raw = answer_prefix(response.iter_raw(), deadline)
+            status, encoding = response.status_code, response.headers.get("Content-Encoding", "")
     except httpx.HTTPError as exc:
         return Outcome(False, None, f"{type(exc).__name__}: {exc}"[:EXCERPT])
-    text = response.text[:EXCERPT]
-    return Outcome(200 <= response.status_code < 300, response.status_code, text)
+    text = answer_excerpt(raw, encoding)
+    if 200 <= status < 300:
+        return Outcome(True, status, text)
+    if status in MESSAGE_REFUSED:
+        return Outcome(False, status, text, retry=False, alone=True)
+    return Outcome(False, status, text)
+
+
+def answer_prefix(chunks: Iterator[bytes], deadline: float) -> bytes:
+    """The first ANSWER_BYTES of the answer as sent (no decompression), read until then or
+    until the deadline; leaving the stream unread closes the connection."""
+    kept = bytearray()
+    for chunk in chunks:
+        kept += chunk[:ANSWER_BYTES - len(kept)]
+        if len(kept) >= ANSWER_BYTES or time.monotonic() > deadline:
+            break
+    return bytes(kept)
+
+
+def answer_excerpt(raw: bytes, encoding: str) -> str:
+    """What the log shows of an answer: its text, or what it is when it is compressed (which
+    is never decoded: a few hundred KiB of gzip can inflate to gigabytes)."""
+    encoding = encoding.strip().lower()
+    if encoding and encoding != "identity":
+        return f"({len(raw):,}+ bytes of {encoding[:40]}-encoded answer, not decoded)"
+    return raw.decode("utf-8", "replace").replace("\x00", "\ufffd")[:EXCERPT]
 
 
 def send_webhook(delivery: NotifyDelivery, channel: NotifyChannel, message: NotifyMessage) -> Outcome:
@@ -84,8 +127,9 @@ def send_webhook(delivery: NotifyDelivery, channel: NotifyChannel, message: Noti
 
 
 def slack_escape(text: str) -> str:
-    """Slack's mrkdwn control characters as entities: untrusted text cannot make a link or a mention."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Slack's mrkdwn control characters as entities, and control characters (line breaks) as
+    spaces: untrusted text cannot make a link, a mention or a line of its own."""
+    return one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def slack_text(message: NotifyMessage) -> str:
@@ -114,14 +158,26 @@ def send_email(delivery: NotifyDelivery, channel: NotifyChannel, message: Notify
     if not to:
         return Outcome(True, None, "no address to send to")
     lines = payloads.lines_of(message.payload)
-    text = "\n".join([message.subject, ""] + [f"{t}\n    {link}" if link else t for t, link in lines])
-    html = render_to_string("evaluations/notify/email.html", {"subject": message.subject, "lines": lines})
-    mail = EmailMultiAlternatives(subject=message.subject, body=text, to=to,
+    subject = one_line(message.subject)  # a name with CR/LF would be a header of its own
+    text = "\n".join([subject, ""] + [f"{t}\n    {link}" if link else t for t, link in lines])
+    html = render_to_string("evaluations/notify/email.html", {"subject": subject, "lines": lines})
+    mail = EmailMultiAlternatives(subject=subject, body=text, to=to,
                                   headers={"X-Evalsite-Delivery": str(delivery.idempotency_id),
                                            "Message-ID": f"<{delivery.idempotency_id}@evalsite>"})
     mail.attach_alternative(html, "text/html")
     try:
         mail.send()
+    except ValueError as exc:  # BadHeaderError, an address Django cannot encode: this message only
+        return Outcome(False, None, f"{type(exc).__name__}: {exc}"[:EXCERPT], retry=False, alone=True)
+    except smtplib.SMTPDataError as exc:
+        alone = 500 <= exc.smtp_code < 600  # the server refused this message's content for good
+        return Outcome(False, exc.smtp_code, f"{type(exc).__name__}: {exc}"[:EXCERPT], retry=not alone,
+                       alone=alone)
+    except smtplib.SMTPRecipientsRefused as exc:
+        codes = [code for code, _ in exc.recipients.values()]
+        alone = message.recipient_id is not None and all(500 <= c < 600 for c in codes)  # the person's address
+        return Outcome(False, codes[0] if codes else None, f"{type(exc).__name__}: {exc}"[:EXCERPT],
+                       retry=not alone, alone=alone)
     except Exception as exc:  # smtplib and socket errors alike
         return Outcome(False, None, f"{type(exc).__name__}: {exc}"[:EXCERPT])
     return Outcome(True, None, f"accepted for {len(to)} address{'es' if len(to) > 1 else ''}")

@@ -8,7 +8,9 @@ after an exponential backoff (`EVALSITE_NOTIFY_BACKOFF_SECONDS` * 2^(attempt-1))
 after `EVALSITE_NOTIFY_MAX_ATTEMPTS`. Short backoffs are waited out in the worker; longer ones,
 and the work of a worker killed mid-send (its lease expires), are queued again by the sweep
 (every minute, `sweep`). A channel that fails `EVALSITE_NOTIFY_PAUSE_AFTER` attempts in a row
-is paused: its deliveries wait, unspent, until someone resumes it.
+is paused: its deliveries wait, unspent, until someone resumes it. A message that can never
+be sent (`Outcome.alone`: a header no server takes, a receiver's 400/413/422) is failed at its
+first try with the reason, and neither counts toward the pause nor holds the others back.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -121,8 +123,10 @@ def _deliver_once(ids: list[int]) -> tuple[int, dict[int, datetime]]:
         except Exception as exc:
             log.exception("delivery %s", delivery.pk)
             outcome = channels.Outcome(False, None, f"{type(exc).__name__}: {exc}"[:channels.EXCERPT])
+        if outcome.alone:
+            outcome = replace(outcome, excerpt=f"this message cannot be sent (not retried): {outcome.excerpt}")
         tried.append(_Tried(delivery, outcome, (time.perf_counter() - started) * 1000, timezone.now()))
-        if not outcome.ok and _failed(delivery.channel, outcome.excerpt, tried[-1].at):
+        if not outcome.ok and not outcome.alone and _failed(delivery.channel, outcome.excerpt, tried[-1].at):
             paused.add(delivery.channel_id)
         if time.monotonic() - written > 1.0 or index == len(rows) - 1:
             done, later = _record(tried)

@@ -7,6 +7,7 @@ each channel escapes it for its own format.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +17,13 @@ from evaluations.models import NotifyRule, Project, Run
 
 SCHEMA_VERSION = 1
 CAUSES_SHOWN = 3
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def one_line(text: str) -> str:
+    """The text with every run of control characters (CR, LF, tab, NUL, C1, the Unicode line
+    and paragraph separators) as one space: a name can add no header or line of its own."""
+    return _CONTROL.sub(" ", text)
 
 
 def absolute(path: str) -> str:
@@ -81,8 +89,8 @@ def subject_of(rule: NotifyRule | None, project: Project, items: list[dict[str, 
     """One line for the whole message: the only item's verdict, or how many there are."""
     name = rule.name if rule else "test"
     if len(items) == 1:
-        return f"[{project.name}] {items[0].get('verdict', name)}"[:300]
-    return f"[{project.name}] {name}: {len(items)} alerts"[:300]
+        return one_line(f"[{project.name}] {items[0].get('verdict', name)}")[:300]
+    return one_line(f"[{project.name}] {name}: {len(items)} alerts")[:300]
 
 
 def message_payload(*, project: Project, rule: NotifyRule | None, event: str, items: list[dict[str, Any]],
@@ -103,7 +111,8 @@ def webhook_body(payload: dict[str, Any], *, delivery_id: str, created_at: str) 
 
 
 def lines_of(payload: dict[str, Any]) -> list[tuple[str, str | None]]:
-    """The message as (text, link) lines: what Slack, the e-mail and the in-app list show."""
+    """The message as (text, link) lines: what Slack, the e-mail and the in-app list show, each
+    one line whatever the names in it hold."""
     out: list[tuple[str, str | None]] = []
     for item in payload.get("items", []):
         kind = item.get("type")
@@ -127,4 +136,4 @@ def lines_of(payload: dict[str, Any]) -> list[tuple[str, str | None]]:
                 out.append((f"  triage: {status}", None))
         else:
             out.append((str(item.get("verdict", "")), item.get("url")))
-    return out
+    return [(one_line(text), link) for text, link in out]

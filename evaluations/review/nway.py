@@ -340,11 +340,13 @@ PENDING_SECONDS = 600  # how long a queued computation is trusted to be on its w
 def comparisons_enqueue(reference: Run, run_ids: Sequence[int]) -> bool:
     """Queue `comparisons_compute` once for these pairs (another view of the same pending
     page within `PENDING_SECONDS` queues nothing); True when it queued the task."""
-    from django.core.cache import cache
     from django_q.tasks import async_task
 
-    key = "nway-pending:" + hashlib.sha256(json.dumps([reference.pk, sorted(run_ids)]).encode()).hexdigest()
-    if not cache.add(key, 1, timeout=PENDING_SECONDS):
+    from evaluations.once import once_take
+
+    # In the database, not the cache: without Redis each web process would queue it once.
+    if not once_take(scope="nway-pending", value=json.dumps([reference.pk, sorted(run_ids)]),
+                     seconds=PENDING_SECONDS):
         return False
     async_task("evaluations.tasks.nway_comparisons", reference.pk, sorted(run_ids), group=f"nway-{reference.pk}")
     return True

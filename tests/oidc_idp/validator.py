@@ -42,6 +42,10 @@ class Validator(OAuth2Validator):
 
     def get_id_token_dictionary(self, token: Any, token_handler: Any, request: Any) -> Any:
         claims, expiration = super().get_id_token_dictionary(token, token_handler, request)
+        person = directory()["people"].get(request.user.username, {})
+        for claim in ("amr", "acr"):  # how the person authenticated at the provider, when a test says
+            if claim in person:
+                claims[claim] = person[claim]
         mode = directory().get("mode", "")
         if mode == "wrong_aud":
             claims["aud"] = "another-client"

@@ -32,7 +32,7 @@ from evaluations.models import (
     NotifyRule,
     Project,
 )
-from evaluations.notify import delivery, payloads, services
+from evaluations.notify import delivery, payloads, redact, services
 from evaluations.web.views.common import current_project, enter_project
 
 LOG_PAGE = 50
@@ -118,6 +118,8 @@ def notify_settings(request: HttpRequest, slug: str) -> HttpResponse:
     chans = list(NotifyChannel.objects.filter(project=project).annotate(
         last_at=Subquery(NotifyAttempt.objects.filter(channel=OuterRef("pk")).order_by("-at").values("at")[:1]),
         sent=_count(status="sent"), waiting=_count(status__in=["pending", "sending"]), failed=_count(status="failed")))
+    for c in chans:
+        c.pause_reason = redact.for_viewer(c.pause_reason, c, admin=is_admin)
     return render(request, "evaluations/notify/settings.html",
                   {"project": project, "is_admin": is_admin, "rules": rules, "channels": chans})
 
@@ -191,6 +193,9 @@ def notify_channel_log(request: HttpRequest, slug: str, pk: int) -> HttpResponse
     attempts = (channel.log.select_related("delivery__message").order_by("-at", "-pk")
                 .defer("delivery__message__payload"))
     page = Paginator(attempts, LOG_PAGE).get_page(request.GET.get("page"))
+    for attempt in page.object_list:  # answers and errors can echo the URL or a token
+        attempt.excerpt = redact.for_viewer(attempt.excerpt, channel, admin=is_admin)
+    channel.pause_reason = redact.for_viewer(channel.pause_reason, channel, admin=is_admin)
     return render(request, "evaluations/notify/channel_log.html",
                   {"project": project, "channel": channel, "page": page, "is_admin": is_admin,
                    "signature_help": channel.kind == NotifyChannel.Kind.WEBHOOK and is_admin})

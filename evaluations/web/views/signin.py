@@ -4,19 +4,18 @@ accounts with a second factor, the second factor's pages, and the site-wide sign
 A password that is right for an account with a second factor (or a superuser who must have
 one) does not log in: the session only remembers, for five minutes, who passed the
 password, and `login()` happens after the code. So no page or API call ever sees a session
-that skipped the second factor.
+that skipped the second factor. A single sign-on that the provider's claims do not make
+enough for such an account ends here too (accounts/sso.py, `AccountAdapter.pre_login`).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import segno
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth import login as django_login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -29,10 +28,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from evaluations.accounts import twofactor
 from evaluations.accounts.signins import signin_record, signins_page
-from evaluations.accounts.sso import PROVIDER_ID, sso_enabled, sso_name
+from evaluations.accounts.sso import PROVIDER_ID, sso_enabled, sso_name, sso_signed_in
 
-PENDING = "evalsite_2fa_pending"
-PENDING_SECONDS = 300
 BACKEND = "evaluations.auth_backends.ModelBackend"
 
 
@@ -66,43 +63,43 @@ class LoginView(auth_views.LoginView):
 
     def form_valid(self, form: Any) -> HttpResponse:
         user = form.get_user()
-        if twofactor.has_second_factor(user) or twofactor.second_factor_required(user):
-            self.request.session[PENDING] = {"user": user.pk, "at": time.time(), "next": self.get_success_url()}
-            target = "twofactor_verify" if twofactor.has_second_factor(user) else "twofactor_setup"
+        if twofactor.second_factor_due(user):
+            target = twofactor.pending_start(self.request.session, user=user, next_url=self.get_success_url())
             return HttpResponseRedirect(reverse(target))
         response = super().form_valid(form)
         signin_record(request=self.request, user=user, method="password", ok=True)
         return response
 
 
-def _pending_user(request: HttpRequest) -> tuple[Any, str] | None:
-    pending = request.session.get(PENDING)
-    if not isinstance(pending, dict) or time.time() - float(pending.get("at", 0)) > PENDING_SECONDS:
-        request.session.pop(PENDING, None)
-        return None
-    user = get_user_model().objects.filter(pk=int(pending.get("user") or 0), is_active=True).first()
-    return (user, str(pending.get("next") or reverse("home"))) if user is not None else None
+def _first_factor(pending: tuple[Any, str, dict[str, Any] | None] | None) -> str:
+    return "sso" if pending is not None and pending[2] is not None else "password"
 
 
-def _finish_login(request: HttpRequest, user: Any, method: str) -> str:
-    pending = _pending_user(request)
+def _finish_login(request: HttpRequest, user: Any, second: str) -> str:
+    """Signed in at last: after the password, or after single sign-on (whose roles are applied
+    now, as at any SSO sign-in). `second` names the second factor."""
+    pending = twofactor.pending_of(request.session)
     target = pending[1] if pending else reverse("home")
-    request.session.pop(PENDING, None)
+    request.session.pop(twofactor.PENDING, None)
     user.backend = BACKEND
     django_login(request, user)
-    signin_record(request=request, user=user, method=method, ok=True)
+    if pending is not None and pending[2] is not None:
+        sso_signed_in(request=request, user=user, sso=pending[2], method=f"sso + {second}")
+    else:
+        signin_record(request=request, user=user, method=f"password + {second}", ok=True)
     return target
 
 
 @require_http_methods(["GET", "POST"])
 def twofactor_verify(request: HttpRequest) -> HttpResponse:
     """The second step: a code from the authenticator, or a recovery code."""
-    pending = _pending_user(request)
+    pending = twofactor.pending_of(request.session)
     if pending is None:
         return redirect_to_login(reverse("home"))
     user = pending[0]
+    context: dict[str, Any] = {"form": CodeForm(), "via_sso": _first_factor(pending) == "sso", "sso_name": sso_name()}
     if request.method == "GET":
-        return render(request, "registration/twofactor_verify.html", {"form": CodeForm()})
+        return render(request, "registration/twofactor_verify.html", context)
     form = CodeForm(request.POST)
     error = ""
     if twofactor.throttled(user):
@@ -110,13 +107,14 @@ def twofactor_verify(request: HttpRequest) -> HttpResponse:
     elif form.is_valid():
         method = twofactor.second_factor_check(user=user, code=form.cleaned_data["code"])
         if method is not None:
-            return HttpResponseRedirect(_finish_login(request, user, f"password + {method}"))
+            return HttpResponseRedirect(_finish_login(request, user, method))
         error = "That code is not right (or was used already). Try the current one."
     else:
         error = "Enter the code."
-    signin_record(request=request, user=user, method="password + second factor", ok=False,
+    signin_record(request=request, user=user, method=f"{_first_factor(pending)} + second factor", ok=False,
                   reason="wrong or reused code" if "not right" in error else error.rstrip("."))
-    return render(request, "registration/twofactor_verify.html", {"form": form, "error": error}, status=400)
+    return render(request, "registration/twofactor_verify.html", {**context, "form": form, "error": error},
+                  status=400)
 
 
 def _qr(device: Any) -> str:
@@ -127,7 +125,7 @@ def _qr(device: Any) -> str:
 def twofactor_setup(request: HttpRequest) -> HttpResponse:
     """Set up a TOTP authenticator: signed in from the account page, or during a sign-in
     when a superuser must have one."""
-    pending = None if request.user.is_authenticated else _pending_user(request)
+    pending = None if request.user.is_authenticated else twofactor.pending_of(request.session)
     user: Any = request.user if request.user.is_authenticated else (pending[0] if pending else None)
     if user is None:
         return redirect_to_login(request.get_full_path())
@@ -135,7 +133,8 @@ def twofactor_setup(request: HttpRequest) -> HttpResponse:
         return HttpResponseRedirect(reverse("twofactor"))
     device = twofactor.totp_pending(user)
     context = {"qr": _qr(device), "secret": _base32(device.bin_key), "form": CodeForm(), "during_signin": bool(pending),
-               "required": twofactor.second_factor_required(user)}
+               "required": twofactor.second_factor_required(user), "via_sso": _first_factor(pending) == "sso",
+               "sso_name": sso_name()}
     if request.method == "GET":
         return render(request, "registration/twofactor_setup.html", context)
     form = CodeForm(request.POST)
@@ -145,7 +144,7 @@ def twofactor_setup(request: HttpRequest) -> HttpResponse:
         context.update(form=form, error="That code is not right: enter the 6 digits your app shows now.")
         return render(request, "registration/twofactor_setup.html", context, status=400)
     if pending is not None:
-        _finish_login(request, user, "password + TOTP (set up now)")
+        _finish_login(request, user, "TOTP (set up now)")
     response = render(request, "registration/twofactor_codes.html", {"codes": codes})
     response["Cache-Control"] = "no-store"  # the only page that ever shows the codes
     return response
