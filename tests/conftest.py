@@ -25,6 +25,16 @@ DATA = Path(__file__).resolve().parent / "data"
 REALWORLD = DATA / "realworld"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The test process hashes passwords with a fast hasher: PBKDF2's million iterations took
+    0.17 s for every user a fixture makes, most of the suite's time in the fixtures. Servers the
+    tests start in other processes keep the production hashers, and a test that is about the
+    hashing itself sets them back with the `settings` fixture."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def source(path: Path, name: str | None = None) -> SourceFile:
     return SourceFile(name or path.name, path.read_bytes())
 
@@ -73,6 +83,71 @@ def bob_client(bob) -> Client:  # type: ignore[no-untyped-def]
     return client
 
 
+def _template_key() -> str:
+    """What the template data directory depends on: the migrations and the static sources."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for folder in (REPO / "evaluations" / "migrations", REPO / "static"):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                stat = path.stat()
+                digest.update(f"{path.relative_to(REPO)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def embedded_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Fills a folder as `manage.py up` leaves an embedded data directory after its first start
+    (a migrated SQLite database, the static files collected), for the tests that start evalsite
+    in another process: each copies one template instead of migrating and collecting again.
+    The template is made once per test session, shared by the xdist workers through a lock; the
+    server started on the copy still runs its own migrate and static check, which find nothing
+    to do."""
+    import fcntl
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    shared = tmp_path_factory.getbasetemp().parent
+    template = shared / f"evalsite-data-template-{_template_key()}"
+    with (shared / "evalsite-data-template.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (template / ".ready").exists():
+            shutil.rmtree(template, ignore_errors=True)
+            template.mkdir()
+            env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY",
+                                                                    "DJANGO_SETTINGS_MODULE"}}
+            env.update({"EVALSITE_DATA_DIR": str(template),
+                        "EVALSITE_STATICFILES_STORAGE": "evalsite.staticfiles.StaticFilesStorage"})
+            subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
+            subprocess.run([sys.executable, "-c", _COLLECT_AS_UP_DOES], cwd=REPO, env=env, check=True)
+            (template / ".ready").touch()
+
+    def fill(folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(template, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".ready", "secret_key"))
+        return folder
+
+    return fill
+
+
+# The static files collected with the stamp `up` checks, so that an `up` on a copy skips them.
+_COLLECT_AS_UP_DOES = """
+import os
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+import django
+django.setup()
+from django.core.management import call_command
+from django.conf import settings
+from pathlib import Path
+from evaluations.management.commands.up import STATIC_STAMP, static_fingerprint
+call_command("collectstatic", "--noinput", "-v", "0")
+(Path(settings.STATIC_ROOT) / STATIC_STAMP).write_text(static_fingerprint(os.environ["EVALSITE_STATICFILES_STORAGE"]))
+"""
+
+
 CHROMIUM = "/usr/bin/chromium"
 # Measured here: without the background-networking flags Chromium keeps trying to
 # reach Google's hosts from this closed network.
@@ -107,6 +182,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     skip_team_tests(items)
     mark_database_free(items)
+    mark_database_agnostic(items)
     if Path(CHROMIUM).exists() or os.environ.get("EVALSITE_REQUIRE_BROWSER"):
         return
     skip = pytest.mark.skip(reason=f"{CHROMIUM} is not installed (apt-get install -y chromium)")
@@ -129,6 +205,15 @@ def mark_database_free(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("django_db") is None and not DATABASE_FIXTURES & set(
                 getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.database_free)
+
+
+def mark_database_agnostic(items: list[pytest.Item]) -> None:
+    """Mark `database_agnostic` the tests whose answer the database cannot change: the browser
+    journeys (what Chromium draws of pages that the test client checks on both databases, query
+    counts included) and any test marked so by hand. CI runs them in the SQLite pass only."""
+    for item in items:
+        if item.get_closest_marker("browser") is not None:
+            item.add_marker(pytest.mark.database_agnostic)
 
 
 TEAM_TESTS_SKIP_REASON = ("team-server test: needs PostgreSQL and Redis on 127.0.0.1; runs only with "

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -26,7 +27,8 @@ import pytest
 from tests.conftest import REPO
 from tests.engine_helpers import DEMO, perfect_outputs, regressed_outputs
 
-pytestmark = [pytest.mark.slow]
+# One worker starts this module's server (module-scoped) and runs all its tests.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cli_remote")]
 
 
 def _free_port() -> int:
@@ -55,9 +57,9 @@ def _server_env(data_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory, embedded_data_dir: Any) -> Iterator[Server]:
     """evalsite as a team runs it on one machine, with an API token for the CI job."""
-    data_dir = tmp_path_factory.mktemp("server")
+    data_dir = embedded_data_dir(tmp_path_factory.mktemp("server"))
     port = _free_port()
     env = {**_server_env(data_dir), "EVALSITE_ADMIN_USERNAME": "ci-admin", "EVALSITE_ADMIN_PASSWORD": "ci-pass-123"}
     proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--web-workers", "1"],

@@ -7,20 +7,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import REPO
 from tests.engine_helpers import DEMO, perfect_outputs
 
 
-def test_an_evaluator_listed_in_the_setting_scores_a_run_from_the_cli(tmp_path: Path) -> None:
+def test_an_evaluator_listed_in_the_setting_scores_a_run_from_the_cli(tmp_path: Path, embedded_data_dir: Any) -> None:
     outputs = perfect_outputs()
     outputs[0]["turns"][0]["final_response"] = "word " * 60  # one answer too long
     (tmp_path / "outputs.json").write_text(json.dumps(outputs))
     (tmp_path / "config.json").write_text(json.dumps(
         {"criteria": {"brevity": {"evaluator": "word_count", "threshold": 1.0, "options": {"max_words": 40}}}}))
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env.update({"EVALSITE_DATA_DIR": str(tmp_path), "EVALSITE_EVALUATORS": "tests.plugins.word_count.WordCount"})
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
+    env.update({"EVALSITE_DATA_DIR": str(embedded_data_dir(tmp_path / "data")),
+                "EVALSITE_EVALUATORS": "tests.plugins.word_count.WordCount"})
     done = subprocess.run([sys.executable, "manage.py", "eval", str(DEMO), "--outputs", str(tmp_path / "outputs.json"),
                            "--config", str(tmp_path / "config.json")], cwd=REPO, env=env, capture_output=True,
                           text=True)

@@ -217,7 +217,8 @@ def _peak_rss(pid: int) -> int:
 
 
 @pytest.mark.slow
-def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_nothing(tmp_path: Path) -> None:
+def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_nothing(
+        tmp_path: Path, embedded_data_dir: Any) -> None:
     inflated = 400 * 1024 * 1024
     archive = _lying_zip(inflated)
     assert len(archive) < 2 * 1024 * 1024
@@ -225,7 +226,7 @@ def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_no
         assert zf.infolist()[0].file_size == 1000  # the lie zipfile believes
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY",
                                                             "DJANGO_SETTINGS_MODULE"}}
-    env.update({"EVALSITE_DATA_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1",
+    env.update({"EVALSITE_DATA_DIR": str(embedded_data_dir(tmp_path)), "PYTHONUNBUFFERED": "1",
                 "EVALSITE_ADMIN_USERNAME": "root", "EVALSITE_ADMIN_PASSWORD": "root-pass-123"})
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--web-workers", "1"],
@@ -286,12 +287,12 @@ def _wide_csv(rows: int, columns: int = 1000) -> bytes:
 
 
 @pytest.mark.slow
-def test_a_wide_csv_is_read_a_row_at_a_time_with_bounded_memory(tmp_path: Path) -> None:
+def test_a_wide_csv_is_read_a_row_at_a_time_with_bounded_memory(tmp_path: Path, embedded_data_dir: Any) -> None:
     data = _wide_csv(5_000)
     assert len(data) > 10_000_000
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY",
                                                             "DJANGO_SETTINGS_MODULE"}}
-    env.update({"EVALSITE_DATA_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1",
+    env.update({"EVALSITE_DATA_DIR": str(embedded_data_dir(tmp_path)), "PYTHONUNBUFFERED": "1",
                 "EVALSITE_ADMIN_USERNAME": "root", "EVALSITE_ADMIN_PASSWORD": "root-pass-123"})
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--web-workers", "1"],

@@ -30,7 +30,8 @@ def _project_files() -> list[Path]:
     for path in REPO.rglob("*"):
         rel = path.relative_to(REPO)
         folders = rel.parts[:-1]
-        if any(part in SKIP_DIRS for part in folders) or not path.is_file():
+        # rel.parts, not only its folders: in a git worktree `.git` is a file naming the main checkout
+        if any(part in SKIP_DIRS for part in rel.parts) or not path.is_file():
             continue
         if folders and folders[0].startswith(".") and folders[0] not in {".ci", ".github"}:
             continue  # tools' local folders (.differential/ venvs, caches): ignored by git, not the product
