@@ -91,7 +91,45 @@ def slow(body: dict[str, Any], n: int) -> Reply:
     return ok({"final_response": "slow answer"})
 
 
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, compresslevel=9)
+
+
+# 300 MB of spaces inside valid JSON, gzipped to about 300 KB
+GZIP_BOMB = _gzip(b'{"final_response": "' + b" " * 300_000_000 + b'"}')
+SMALL_REPLY = json.dumps({"final_response": "ok, compressed"}).encode()
+
+
+def gzip_bomb(body: dict[str, Any], n: int) -> Reply:
+    return 200, GZIP_BOMB, {"Content-Encoding": "gzip"}
+
+
+def gzipped(body: dict[str, Any], n: int) -> Reply:
+    return 200, _gzip(SMALL_REPLY), {"Content-Encoding": "gzip"}
+
+
+def deflated(body: dict[str, Any], n: int) -> Reply:
+    import zlib
+
+    return 200, zlib.compress(SMALL_REPLY), {"Content-Encoding": "deflate"}
+
+
+def raw_deflated(body: dict[str, Any], n: int) -> Reply:
+    import zlib
+
+    squeeze = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return 200, squeeze.compress(SMALL_REPLY) + squeeze.flush(), {"Content-Encoding": "deflate"}
+
+
+def brotli_said(body: dict[str, Any], n: int) -> Reply:
+    return 200, b"\x0b\x02\x80hello\x03", {"Content-Encoding": "br"}
+
+
 ROUTES: dict[str, Callable[[dict[str, Any], int], Reply]] = {
+    "/gzip-bomb": gzip_bomb, "/gzipped": gzipped, "/deflated": deflated, "/raw-deflated": raw_deflated,
+    "/br": brotli_said,
     "/echo": echo, "/hang": hang, "/flaky": flaky, "/always-500": always_500, "/rate-limited": rate_limited,
     "/garbage": garbage, "/unknown-shape": unknown_shape, "/missing": missing, "/redirect": redirect,
     "/openai": openai_shape, "/custom": custom_shape, "/slow": slow,
@@ -130,7 +168,8 @@ class FakeAgent(BaseHTTPRequestHandler):
         finally:
             with seen.lock:
                 seen.in_flight -= 1
-        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+        data = payload if isinstance(payload, bytes) else (
+            payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
         try:
             self.send_response(status)
             for name, value in {"Content-Type": "application/json", **headers}.items():
@@ -276,6 +315,37 @@ class TestConcurrency:
 
 
 class TestFailures:
+    def test_a_gzip_bomb_is_refused_at_the_size_limit_without_inflating_it(self, agent: tuple[str, Seen]) -> None:
+        import tracemalloc
+
+        url, seen = agent
+        assert len(GZIP_BOMB) < 400_000
+        tracemalloc.start()
+        try:
+            (output,) = run(f"{url}/gzip-bomb", [(case("c", "a"), 0)], max_response_bytes=5_000_000)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert output.turns[0].error == "the reply is larger than 5,000,000 bytes"
+        # httpx's own decoder inflated a 64 KiB read whole (about 64 MB at once); bounded, the
+        # peak is the limit and a little more
+        assert peak < 20_000_000, peak
+        assert seen.counts["/gzip-bomb"] == 1
+        assert seen.requests[-1][1]["accept-encoding"] == "identity"
+
+    @pytest.mark.parametrize("path", ["/gzipped", "/deflated", "/raw-deflated"])
+    def test_a_compressed_reply_within_the_limit_is_read(self, agent: tuple[str, Seen], path: str) -> None:
+        url, _ = agent
+        (output,) = run(f"{url}{path}", [(case("c", "a"), 0)])
+        assert output.error is None
+        assert output.turns[0].final_response == "ok, compressed"
+
+    def test_a_reply_in_an_encoding_evalsite_does_not_read_is_an_error(self, agent: tuple[str, Seen]) -> None:
+        url, _ = agent
+        (output,) = run(f"{url}/br", [(case("c", "a"), 0)], retries=2)
+        assert output.turns[0].error == "cannot read the reply: content encoding br"
+        assert output.turns[0].metadata["attempts"] == 1  # asking again will not change it
+
     def test_an_agent_that_hangs_times_out_after_its_retries(self, agent: tuple[str, Seen]) -> None:
         url, seen = agent
         start = time.perf_counter()

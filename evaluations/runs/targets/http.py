@@ -36,6 +36,7 @@ import copy
 import json
 import re
 import time
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -433,6 +434,46 @@ class _Deadline(Exception):
     pass
 
 
+class _Unreadable(Exception):
+    """A reply in a content encoding evalsite does not decode (it asks for none)."""
+
+
+class _BoundedDecoder:
+    """A reply's body decoded as it arrives, never past `limit` bytes: evalsite asks for no
+    content encoding, but an agent may gzip its reply anyway, and one 64 KiB network read of
+    a gzip bomb inflates to 64 MB in a single call of an unbounded decoder (httpx's)."""
+
+    def __init__(self, encoding: str, limit: int) -> None:
+        self.encoding = encoding.strip().lower()
+        self.room = limit
+        self._zlib: Any = None
+        if self.encoding in ("gzip", "x-gzip"):
+            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif self.encoding not in ("", "identity", "deflate"):
+            raise _Unreadable(self.encoding)
+
+    def feed(self, data: bytes) -> bytes:
+        if self.encoding == "deflate" and self._zlib is None and data:
+            # zlib-wrapped, as the standard says, or raw deflate, as some servers send it
+            self._zlib = zlib.decompressobj(zlib.MAX_WBITS if (data[0] & 0x0F) == 8 else -zlib.MAX_WBITS)
+        if self._zlib is None:
+            return self._take(data)
+        out: list[bytes] = []
+        try:
+            while data:
+                out.append(self._take(self._zlib.decompress(data, self.room + 1)))
+                data = self._zlib.unconsumed_tail
+        except zlib.error as exc:
+            raise _Unreadable(f"{self.encoding} that does not decode ({exc})") from None
+        return b"".join(out)
+
+    def _take(self, data: bytes) -> bytes:
+        if len(data) > self.room:
+            raise _TooLarge
+        self.room -= len(data)
+        return data
+
+
 class _TooLarge(Exception):
     pass
 
@@ -498,6 +539,9 @@ class HttpTarget:
             except _TooLarge:
                 return TurnResult(error=f"the reply is larger than {spec.max_response_bytes:,} bytes",
                                   metadata={"attempts": attempt})
+            except _Unreadable as exc:
+                return TurnResult(error=f"cannot read the reply: content encoding {exc}",
+                                  metadata={"attempts": attempt})
             except httpx.TransportError as exc:
                 last_error = f"cannot reach the agent: {type(exc).__name__}: {exc}"
                 continue
@@ -533,15 +577,13 @@ class HttpTarget:
         spec = self.spec
         deadline = perf_counter() + spec.timeout_seconds
         url, pinned_headers, extensions = self._pinned
-        with client.stream("POST", url, json=body, headers={**headers, **pinned_headers},
+        with client.stream("POST", url, json=body,
+                           headers={**headers, **pinned_headers, "Accept-Encoding": "identity"},
                            extensions=extensions) as response:
+            decoder = _BoundedDecoder(response.headers.get("Content-Encoding", ""), spec.max_response_bytes)
             chunks: list[bytes] = []
-            size = 0
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > spec.max_response_bytes:
-                    raise _TooLarge
-                chunks.append(chunk)
+            for raw in response.iter_raw():  # undecoded: the decoder above bounds what it inflates to
+                chunks.append(decoder.feed(raw))
                 if perf_counter() > deadline:
                     raise _Deadline
             retry_after = response.headers.get("Retry-After", "")
