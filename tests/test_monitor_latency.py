@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -93,7 +92,7 @@ def point(at: datetime) -> Any:
 
 
 def test_the_time_axis_fits_the_data_within_the_window() -> None:
-    until = datetime(2026, 11, 29, 6, 30, tzinfo=dt_timezone.utc)
+    until = datetime(2026, 11, 29, 6, 30, tzinfo=UTC)
     since = until.replace(minute=0) - timedelta(hours=24)
     last_hour = until.replace(minute=0)
     (start, end), _ = _range_of([point(last_hour)], since, until)
@@ -108,7 +107,7 @@ def test_the_time_axis_fits_the_data_within_the_window() -> None:
 
 def test_points_and_range_share_one_time_zone(settings: Any) -> None:
     settings.TIME_ZONE = "Europe/Paris"
-    until = datetime(2026, 11, 29, 6, 30, tzinfo=dt_timezone.utc)
+    until = datetime(2026, 11, 29, 6, 30, tzinfo=UTC)
     with timezone.override("Europe/Paris"):
         paris_hour = timezone.localtime(until).replace(minute=0, second=0)  # as TruncHour gives it
         (start, end), xs = _range_of([point(paris_hour)], until - timedelta(hours=24), until)

@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from evaluations.web.charts import GRID, PALETTE, SERIES, axis, base_layout, safe
 
-
 MIN_BUCKETS = 6  # the narrowest time axis, in buckets: one hour of traffic is not a chart-wide bar
 
 
