@@ -167,7 +167,7 @@ def test_the_notifications_page_says_which_personal_rules_are_on_and_turns_mine_
     page = response.content.decode()
     assert "now come to you" in page
     shown = routes(page)
-    assert shown["triage_assigned"].startswith("✓ on Cases assigned to you: In-app (In-app)")
+    assert shown["triage_assigned"].startswith("✓ on Cases assigned to you: In-app (rule")
     assert "bob: my assignments" in shown["triage_assigned"] and "bob: my @mentions" in shown["mention"]
     assert 'data-testid="personal-on"' not in page and 'data-testid="personal-off"' in page
     assert NotifyRule.objects.filter(owner=bob, enabled=True).count() == 2
