@@ -161,10 +161,12 @@ def lines_of(payload: dict[str, Any]) -> list[tuple[str, str | None]]:
 def _personal_lines(items: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
     """Assignments and mentions, grouped: who assigned, or who said what, once, then each case
     (linked). A lone item is its verdict line, as before."""
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for item in items:
-        key = (("assigned", item.get("by", ""), item.get("assignee", "")) if item.get("type") == "triage_assigned"
-               else ("mention", item.get("author", ""), item.get("mentioned", ""), item.get("excerpt", "")))
+        key = (("assigned", str(item.get("by", "")), str(item.get("assignee", "")), "")
+               if item.get("type") == "triage_assigned"
+               else ("mention", str(item.get("author", "")), str(item.get("mentioned", "")),
+                     str(item.get("excerpt", ""))))
         groups.setdefault(key, []).append(item)
     out: list[tuple[str, str | None]] = []
     for key, group in groups.items():

@@ -60,8 +60,8 @@ def personal_rules(user: Any, projects: list[Project]) -> list[PersonalRules]:
             for rule in of_kind:
                 for c in rule.channels.all():
                     if c.enabled:
-                        kind = "" if c.name.lower() == c.get_kind_display().lower() else c.get_kind_display()
-                        said = ", ".join(w for w in (kind, "paused" if c.paused_at else "") if w)
+                        how = "" if c.name.lower() == c.get_kind_display().lower() else c.get_kind_display()
+                        said = ", ".join(w for w in (how, "paused" if c.paused_at else "") if w)
                         channels.setdefault(c.pk, f"{c.name} ({said})" if said else c.name)
             routes.append(Route(kind=kind, label=LABELS[kind], rules=[r.name for r in of_kind],
                                 channels=list(channels.values()), own=any(r.owner_id for r in of_kind)))

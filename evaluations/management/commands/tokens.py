@@ -56,10 +56,10 @@ class Command(BaseCommand):
                 self.stdout.write(f"{token.pk}\t{token.name}\t{token.prefix}…\t"
                                   f"created {token.created_at:%Y-%m-%d %H:%M}\tlast used {used}\t{state}")
         else:
-            token = ApiToken.objects.filter(user=user, pk=options["id"]).first()
-            if token is None:
+            chosen = ApiToken.objects.filter(user=user, pk=options["id"]).first()
+            if chosen is None:
                 raise CommandError(f"{name} has no token {options['id']}")
-            if token_revoke(token=token, user=user):
-                self.stdout.write(f"revoked token {token.pk} ({token.name!r}) of {name}")
+            if token_revoke(token=chosen, user=user):
+                self.stdout.write(f"revoked token {chosen.pk} ({chosen.name!r}) of {name}")
             else:
-                self.stdout.write(f"token {token.pk} ({token.name!r}) of {name} was already revoked")
+                self.stdout.write(f"token {chosen.pk} ({chosen.name!r}) of {name} was already revoked")

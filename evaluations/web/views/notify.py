@@ -234,7 +234,7 @@ def notification_list(request: HttpRequest) -> HttpResponse:
                                    for text, link in payloads.lines_of(n.message.payload)]}
              for n in page.object_list]
     unread = Notification.objects.filter(user_id=int(request.user.pk or 0), read_at=None).count()
-    mine = list(Project.objects.filter(memberships__user=request.user).order_by("name", "pk"))
+    mine = list(Project.objects.filter(memberships__user_id=int(request.user.pk or 0)).order_by("name", "pk"))
     return render(request, "evaluations/notify/inbox.html", {
         "page": page, "items": items, "unread": unread,
         "personal": selectors.personal_rules(request.user, mine)})
@@ -245,7 +245,7 @@ def notification_list(request: HttpRequest) -> HttpResponse:
 def notification_personal(request: HttpRequest, slug: str) -> HttpResponse:
     """"Notify me of my assignments and mentions" in a project (`action=on`), or stop your
     own rules there (`action=off`)."""
-    project = get_object_or_404(Project.objects.filter(memberships__user=request.user), slug=slug)
+    project = get_object_or_404(Project.objects.filter(memberships__user_id=int(request.user.pk or 0)), slug=slug)
     if request.POST.get("action") == "off":
         services.personal_rules_disable(project=project, user=request.user)
         messages.success(request, f"Your own notification rules in {project.name} are off.")
