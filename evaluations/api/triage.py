@@ -231,11 +231,12 @@ class ReviewBulk(GenericAPIView):
                                "@mentioned is notified once for the whole action.",
                    request=BulkTriageSerializer, responses=responses(BulkOutcomeSerializer, *WRITE_ERRORS))
     def post(self, request: Request) -> Response:
+        named = request.data.get("project") if hasattr(request.data, "get") else None
+        project = project_named(request, named if isinstance(named, str) else None)
+        require_writer(request, project, "triage")  # who may act, before what they asked
         form = BulkTriageSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        project = project_named(request, data.get("project"))
-        require_writer(request, project, "triage")
         if "filters" in data:
             f = data["filters"]
             tab = f["tab"]
