@@ -156,6 +156,7 @@ ROUTES = [
     Route("api_triage_comments", READ, api=True),
     Route("api_triage_history", READ, api=True),
     Route("api_review", READ, api=True, scoped=False),
+    Route("api_review_bulk", WRITE, "post", api=True, scoped=False, data=(("status", "flaky"),)),
     Route("api_grades", READ, api=True, scoped=False),
     Route("api_grade", READ, api=True),
     Route("api_grading_queue", READ, api=True, scoped=False),
@@ -165,6 +166,7 @@ ROUTES = [
     Route("api_project_members", READ, api=True),
     Route("api_project_member", READ, api=True),
     Route("api_project_activity", READ, api=True),
+    Route("api_project_report", READ, api=True),
     Route("api_tokens", READ, api=True, scoped=False),
     Route("api_token_revoke", READ, "post", api=True),  # your own tokens only: anyone else's is a 404
     Route("api_schema", PUBLIC, scoped=False),
@@ -213,6 +215,7 @@ ROUTES = [
     Route("notification_list", READ, scoped=False),
     Route("notification_count", READ, scoped=False),
     Route("notification_read", READ, "post", scoped=False),  # your own notifications only
+    Route("notification_personal", READ, "post", data=(("action", "on"),)),  # your own rules, in your projects
     Route("api_notify_channels", READ, api=True),
     Route("api_notify_channel", READ, api=True),
     Route("api_notify_channel_log", READ, api=True),
@@ -370,6 +373,7 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "api_triage_detail": {"pk": w["triage"].pk}, "api_triage_comments": {"pk": w["triage"].pk},
         "api_project": {"slug": "acme"}, "api_project_members": {"slug": "acme"},
         "api_project_activity": {"slug": "acme"}, "api_token_revoke": {"pk": w["token"].pk},
+        "api_project_report": {"slug": "acme"}, "notification_personal": {"slug": "acme"},
         "api_project_member": {"slug": "acme", "pk": Membership.objects.get(user=w["alice"]).pk},
         "trace_detail": {"pk": w["trace"].pk}, "api_trace": {"pk": w["trace"].pk},
         "version_export": {"pk": w["adk"].pk, "fmt": "adk"},
@@ -479,6 +483,7 @@ def test_a_viewer_cannot_write(route: Route, world: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.kind == READ and r.name not in {
     "project_switch", "account_token_revoke", "demo_agent", "api_token_revoke", "notification_read",
+    "notification_personal",
     "twofactor_disable"}],
     ids=lambda r: r.name)
 def test_a_viewer_reads_every_page_of_the_project(route: Route, world: dict[str, Any]) -> None:

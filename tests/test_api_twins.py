@@ -51,8 +51,8 @@ TWINS: dict[str, tuple[str, ...] | str] = {
     "project_members": ("api_project_members", "api_project_member"),
     "project_activity": ("api_project_activity",), "project_new": ("api_projects",),  # POST
     "project_archive": ("api_project_archive",),
-    "project_report": "the review report's Markdown and CSV downloads are its machine-readable forms",
-    "project_report_md": "a download of the report page", "project_report_csv": "a download of the report page",
+    "project_report": ("api_project_report",),
+    "project_report_md": ("api_project_report",), "project_report_csv": ("api_project_report",),
     # Help: the docs/ Markdown files, served as pages.
     "help_index": "documentation, not data", "help_page": "documentation, not data",
     "help_image": "documentation, not data",
@@ -66,7 +66,7 @@ TWINS: dict[str, tuple[str, ...] | str] = {
     "compare": ("api_compare",), "compare_csv": ("api_compare",), "run_compare_pick": ("api_compare",),
     "nway_compare": ("api_compare_runs",), "nway_case": ("api_compare_runs",), "nway_csv": ("api_compare_runs",),
     "review_queue": ("api_review",), "triage_update": ("api_triage",), "triage_comment": ("api_triage_comments",),
-    "triage_bulk": ("api_triage",), "review_count": ("api_review",), "review_queue_csv": ("api_review",),
+    "triage_bulk": ("api_review_bulk",), "review_count": ("api_review",), "review_queue_csv": ("api_review",),
     "grade_save": ("api_grades",), "grading_queue": ("api_grading_queue",), "judge_calibration": ("api_calibration",),
     # Notifications (issue 32).
     "notify_settings": ("api_notify_channels", "api_notify_rules"), "notify_rule_new": ("api_notify_rules",),
@@ -75,6 +75,7 @@ TWINS: dict[str, tuple[str, ...] | str] = {
     "notify_channel_test": ("api_notify_channel_test",), "notify_channel_resume": ("api_notify_channel_resume",),
     "notification_list": ("api_notifications",), "notification_count": ("api_notifications",),
     "notification_read": "marking read is a person's act in the page's list, not a script's",
+    "notification_personal": ("api_notify_rules",),  # a person's own rules: admins see and change them there
     # Online evaluation (issue 31).
     "monitor_list": ("api_monitors",), "monitor_new": ("api_monitors",),  # POST
     "monitor_detail": ("api_monitor", "api_monitor_stats", "api_monitor_failing"),

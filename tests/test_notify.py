@@ -387,6 +387,10 @@ def test_a_digest_sums_the_period_runs_regressions_causes_and_triage(acme: Proje
         baseline_and_candidate(acme)
     with django_capture_on_commit_callbacks(execute=True):
         events.sweep()
+    assert not NotifyMessage.objects.filter(rule=digest).exists()  # a new rule waits for its first period
+    NotifyRule.objects.filter(pk=digest.pk).update(created_at=timezone.now() - timedelta(days=1, minutes=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        events.sweep()
     [message] = NotifyMessage.objects.filter(rule=digest)
     assert_documented(message)
     [item] = message.payload["items"]

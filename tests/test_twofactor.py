@@ -113,6 +113,40 @@ def test_a_recovery_code_works_once(alice: Any) -> None:
     assert b"9 recovery codes left" in first.get(reverse("twofactor")).content
 
 
+def test_a_wrong_authenticator_code_does_not_hold_up_a_recovery_code(alice: Any) -> None:
+    client = Client()
+    client.force_login(alice)
+    _, codes = _enrol(client)
+    fresh = Client()
+    _login(fresh)
+    wrong = fresh.post(reverse("twofactor_verify"), {"code": "123456"})
+    assert wrong.status_code == 400 and b"That code is not right" in wrong.content
+    done = fresh.post(reverse("twofactor_verify"), {"code": codes[3]})  # at once: no wait for the other kind
+    assert done.status_code == 302 and done["Location"] == reverse("home")
+
+
+def test_a_recovery_code_refused_for_now_says_how_long_to_wait_and_still_works_after(alice: Any) -> None:
+    client = Client()
+    client.force_login(alice)
+    _, codes = _enrol(client)
+    fresh = Client()
+    _login(fresh)
+    for _ in range(3):  # django-otp doubles the wait after each wrong one: 1, 2, then 4 seconds
+        _wait_out_throttle(alice)
+        wrong = fresh.post(reverse("twofactor_verify"), {"code": "zzzz-zzzz"})
+        assert b"That recovery code is not right (or was used already)." in wrong.content
+    held = fresh.post(reverse("twofactor_verify"), {"code": codes[0]})
+    said = re.search(rb"Too many wrong recovery codes in a row: wait (\d) seconds? and try again "
+                     rb"\(this code was not checked\)", held.content)
+    assert held.status_code == 400 and said is not None and 1 <= int(said.group(1)) <= 4, held.content[-600:]
+    assert b"not right" not in held.content
+    _wait_out_throttle(alice)
+    assert fresh.post(reverse("twofactor_verify"), {"code": codes[0]})["Location"] == reverse("home")
+    reasons = list(AuditEvent.objects.filter(verb="signin.failed", project=None).order_by("pk")
+                   .values_list("data__reason", flat=True))
+    assert reasons == ["wrong or reused code"] * 3 + ["recovery code not checked: throttled"]
+
+
 def test_turning_it_off_takes_a_current_code(alice: Any) -> None:
     client = Client()
     client.force_login(alice)

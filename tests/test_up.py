@@ -31,7 +31,8 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_path: Path) -> None:
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "EVALSITE_BASE_URL"}}
     home = tmp_path / "home"
     home.mkdir()
     # A home of its own: `up` must write nothing outside the project, its data dir and the
@@ -78,6 +79,26 @@ def test_up_starts_everything_on_a_fresh_machine_and_prints_a_working_login(tmp_
                 break
             assert time.monotonic() < deadline, listing
             time.sleep(1)
+        # Notifications link to where `up` serves (no EVALSITE_BASE_URL here), and it said so.
+        assert f"links in notifications: http://127.0.0.1:{port} (EVALSITE_BASE_URL is not set" in output
+        from tests.notify_helpers import webhook_receiver
+
+        with webhook_receiver() as receiver:
+            made = urllib.request.urlopen(urllib.request.Request(
+                f"{base}/api/v1/projects/default/notify/channels/", method="POST",
+                data=json.dumps({"name": "hook", "kind": "webhook", "url": receiver.url}).encode(),
+                headers={"Authorization": auth, "Content-Type": "application/json"}))
+            hook = json.loads(made.read())
+            receiver.secret = hook["secret"]
+            urllib.request.urlopen(urllib.request.Request(
+                f"{base}/api/v1/projects/default/notify/channels/{hook['id']}/test/", method="POST", data=b"",
+                headers={"Authorization": auth}))
+            deadline = time.monotonic() + 60
+            while not receiver.accepted():
+                assert time.monotonic() < deadline, "the test message never came"
+                time.sleep(0.3)
+            [item] = receiver.accepted()[0].body["items"]
+        assert item["url"] == f"http://127.0.0.1:{port}/"
         by_name = {r["name"]: r for r in listing}
         assert by_name["demo baseline"]["cases_failed"] == 0
         assert by_name["demo baseline"]["cases_done"] == 16
@@ -156,3 +177,11 @@ def test_up_team_says_clearly_when_postgresql_cannot_be_reached(tmp_path: Path) 
     assert result.returncode == 1
     assert f"cannot reach PostgreSQL at 127.0.0.1:{port}, database 'evalsite' (DATABASE_URL)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_links_name_the_address_up_serves_on_a_wildcard_by_this_machines_name() -> None:
+    from evaluations.management.commands.up import served_at
+
+    assert served_at("127.0.0.1", 8123) == "http://127.0.0.1:8123"
+    assert served_at("0.0.0.0", 80) == f"http://{socket.gethostname()}:80"
+    assert served_at("::1", 9000) == "http://[::1]:9000"

@@ -1,4 +1,5 @@
-"""API tokens: created and revoked from the profile page or the API, stored as SHA-256 digests.
+"""API tokens: created and revoked from the profile page, the API or `manage.py tokens`, stored as
+SHA-256 digests.
 
 A token is `es_` + 43 random URL-safe characters. It is shown once, when created; the
 database keeps only its digest (a lookup key, so a plain hash is enough: the token has 256
@@ -45,11 +46,14 @@ class NewToken:
 
 
 @transaction.atomic
-def token_create(*, user: Any, name: str) -> NewToken:
+def token_create(*, user: Any, name: str, via: str = "") -> NewToken:
+    """A new token of `user`; `via` says where it was made when not by them on a page or the
+    API (`manage.py tokens`)."""
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(user=user, name=name, prefix=secret[:PREFIX_LENGTH], digest=token_digest(secret))
     audit_record(project=None, actor=user, verb=AuditEvent.Verb.TOKEN_CREATED, obj=token,
-                 summary=f"{user.get_username()} created API token {name!r} ({token.prefix}…)")
+                 summary=f"{user.get_username()} created API token {name!r} ({token.prefix}…)"
+                         + (f" with {via}" if via else ""), data={"via": via} if via else None)
     return NewToken(token=token, secret=secret)
 
 

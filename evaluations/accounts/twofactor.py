@@ -1,16 +1,20 @@
 """A second factor for local accounts: a TOTP authenticator (RFC 6238, django-otp's
 TOTPDevice, 30-second steps, one step of drift either way) and ten single-use recovery
-codes (django-otp's StaticDevice). A wrong code makes the next try wait 1, 2, 4, ...
-seconds (django-otp's throttling). API tokens never ask for it: they are random secrets of
+codes (django-otp's StaticDevice). A wrong code makes the next try of its kind wait 1, 2,
+4, ... seconds (django-otp's throttling, per device: a wrong authenticator code does not
+hold up a recovery code), and a refusal says how long. API tokens never ask for it: they are random secrets of
 their own, and basic auth is refused to accounts with a second factor."""
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
@@ -102,29 +106,70 @@ def recovery_codes_left(user: Any) -> int:
     return StaticToken.objects.filter(device__user=user).count()
 
 
-def second_factor_check(*, user: Any, code: str) -> str | None:
-    """The method that accepted the code ("TOTP", "recovery code"), or None. A recovery
-    code works once."""
+@dataclass(frozen=True)
+class CodeCheck:
+    """What a second-factor code did: the method that accepted it ("TOTP", "recovery code"),
+    or, when the code was not even checked because a wrong one of its kind came a moment
+    ago, how many seconds to wait (the code itself may be right: it still works then)."""
+
+    method: str | None = None
+    kind: str = "code"  # "TOTP code" or "recovery code": which kind the code looked like
+    wait_seconds: int = 0
+
+
+def _is_totp(code: str) -> bool:
+    return code.isdigit() and len(code) <= 8  # an authenticator's code; recovery codes are letters and digits
+
+
+def _wait(device: Any) -> int:
+    """Seconds until the device checks a code again after wrong ones (django-otp's throttle), 0 if it does now."""
+    allowed, why = device.verify_is_allowed()
+    if allowed:
+        return 0
+    until = (why or {}).get("locked_until")
+    return max(1, math.ceil((until - timezone.now()).total_seconds())) if until else 1
+
+
+def second_factor_verify(*, user: Any, code: str) -> CodeCheck:
+    """Check a code against the device of its kind only: digits go to the authenticator,
+    anything else to the recovery codes (a recovery code works once). Each kind has its own
+    throttle, so a mistyped authenticator code does not hold up a recovery code."""
     code = code.strip().replace(" ", "").replace("-", "")
     if not code:
-        return None
-    totp = totp_of(user)
-    if totp is not None and code.isdigit() and totp.verify_token(code):
+        return CodeCheck()
+    if _is_totp(code):
+        totp = totp_of(user)
+        if totp is None:
+            return CodeCheck(kind="TOTP code")
+        wait = _wait(totp)
+        if wait:
+            return CodeCheck(kind="TOTP code", wait_seconds=wait)
+        if not totp.verify_token(code):
+            return CodeCheck(kind="TOTP code")
         # django-otp refuses a step at or before the device's last one, as read when the device
         # was loaded: two processes checking the same code at once would both pass. The step
         # is taken once in the database as well.
-        return "TOTP" if once_take(scope="totp", value=f"{totp.pk}:{totp.last_t}", seconds=TOTP_KEPT) else None
-    for device in StaticDevice.objects.filter(user=user, confirmed=True):
-        if device.verify_token(code.lower()):  # deletes the code; two requests at once could both have read it
-            return "recovery code" if once_take(scope="recovery-code", value=f"{device.pk}:{code.lower()}",
-                                                seconds=RECOVERY_KEPT) else None
-    return None
+        taken = once_take(scope="totp", value=f"{totp.pk}:{totp.last_t}", seconds=TOTP_KEPT)
+        return CodeCheck("TOTP" if taken else None, kind="TOTP code")
+    devices = list(StaticDevice.objects.filter(user=user, confirmed=True))
+    waits = [_wait(d) for d in devices]
+    if devices and all(waits):
+        return CodeCheck(kind="recovery code", wait_seconds=min(waits))
+    for device, wait in zip(devices, waits, strict=True):
+        if not wait and device.verify_token(code.lower()):  # deletes it; two requests could both have read it
+            taken = once_take(scope="recovery-code", value=f"{device.pk}:{code.lower()}", seconds=RECOVERY_KEPT)
+            return CodeCheck("recovery code" if taken else None, kind="recovery code")
+    return CodeCheck(kind="recovery code")
 
 
-def throttled(user: Any) -> bool:
-    """A wrong code was entered a moment ago: the next one is not even checked yet."""
-    totp = totp_of(user)
-    return totp is not None and not totp.verify_is_allowed()[0]
+def refusal(check: CodeCheck) -> str:
+    """What a person is told when their code was refused."""
+    if check.wait_seconds:
+        return (f"Too many wrong {check.kind}s in a row: wait {check.wait_seconds} second"
+                f"{'' if check.wait_seconds == 1 else 's'} and try again (this code was not checked).")
+    if check.kind == "recovery code":
+        return "That recovery code is not right (or was used already)."
+    return "That code is not right (or was used already). Try the current one."
 
 
 @transaction.atomic

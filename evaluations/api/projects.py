@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import OuterRef, QuerySet, Subquery, Value
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -32,12 +33,15 @@ from evaluations.api.serializers import (
     NewTokenSerializer,
     ProjectCreateSerializer,
     ProjectSerializer,
+    ReportQuery,
+    ReportSerializer,
     RevokedSerializer,
     TokenCreateSerializer,
     TokenSerializer,
 )
 from evaluations.audit import ActivityFilters
 from evaluations.models import ApiToken, AuditEvent, Membership, Project
+from evaluations.review.report import report_period, review_report
 
 
 def _projects(request: Request) -> QuerySet[Project]:
@@ -194,6 +198,34 @@ class ProjectActivity(ListAPIView):
                                   date_from=params.get("date_from"), date_to=params.get("date_to"))
         return filters.apply(AuditEvent.objects.filter(project=project)).select_related("actor").order_by(
             "-created_at", "-pk")
+
+
+class ProjectReport(GenericAPIView):
+    """The review report of a project and period, as JSON (`evaluations.review.report`: what
+    the page, its Markdown and its CSV say, with every decision)."""
+
+    serializer_class = ReportSerializer
+    pagination_class = None
+
+    @extend_schema(summary="The review report of a period: runs per eval set and branch, decisions by status, "
+                           "time to fix, every decision made or open", parameters=[ReportQuery],
+                   responses=responses(ReportSerializer, *READ_ERRORS))
+    def get(self, request: Request, slug: str) -> Response:
+        project = _project(request, slug)
+        params = query(ReportQuery, request)
+        dates = {"from": str(params.get("date_from") or ""), "to": str(params.get("date_to") or "")}
+        try:
+            period = report_period(dates)
+        except DjangoValidationError as exc:
+            raise ValidationError({"date_from": exc.messages}) from None
+        report = review_report(project=project, period=period, limit=None)
+        body = {**report.__dict__,
+                "status_counts": {value: n for value, _, n in report.status_counts},
+                "median_time_to_fix_seconds": (report.median_time_to_fix.total_seconds()
+                                               if report.median_time_to_fix is not None else None),
+                "decisions": [{**d.__dict__, "time_to_fix_seconds": d.time_to_fix.total_seconds()
+                               if d.time_to_fix is not None else None} for d in report.decisions]}
+        return Response(ReportSerializer(body).data)
 
 
 # --- API tokens ---------------------------------------------------------------------------------

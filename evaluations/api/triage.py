@@ -22,9 +22,11 @@ from rest_framework.generics import GenericAPIView, ListCreateAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from evaluations.api.common import query, require_writer, responses, visible_projects, visible_runs
+from evaluations.api.common import project_named, query, require_writer, responses, visible_projects, visible_runs
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS
 from evaluations.api.serializers import (
+    BulkOutcomeSerializer,
+    BulkTriageSerializer,
     CommentCreateSerializer,
     CommentSerializer,
     HistoryEntrySerializer,
@@ -213,3 +215,44 @@ class ReviewQueue(GenericAPIView):
                 "results": [row.__dict__ for row in page.rows]}
         return Response(QueuePageSerializer(body).data)
 
+
+
+class ReviewBulk(GenericAPIView):
+    """The review queue's bulk action (`evaluations.review.triage.triage_bulk`): the same rules
+    and the same all-or-nothing write as the page's."""
+
+    serializer_class = BulkTriageSerializer
+
+    @extend_schema(summary="Triage many cases at once: a status, an assignee and/or a comment, all or nothing",
+                   description="Name the cases (`cases`: candidate, baseline, eval_id) or give the queue's "
+                               "filters (`filters`: every case of a tab they keep, as the page's \"all N "
+                               "cases\"). One refused case (another project's, not in its run, a viewer as "
+                               "assignee) writes nothing. Members and admins only. Each person assigned or "
+                               "@mentioned is notified once for the whole action.",
+                   request=BulkTriageSerializer, responses=responses(BulkOutcomeSerializer, *WRITE_ERRORS))
+    def post(self, request: Request) -> Response:
+        named = request.data.get("project") if hasattr(request.data, "get") else None
+        project = project_named(request, named if isinstance(named, str) else None)
+        require_writer(request, project, "triage")  # who may act, before what they asked
+        form = BulkTriageSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        if "filters" in data:
+            f = data["filters"]
+            tab = f["tab"]
+            keys = services.queue_keys(user=request.user, project=project, tab=tab, filters=services.QueueFilters(
+                evalset=f.get("evalset"), branch=f.get("branch"),
+                criterion=f.get("criterion", "") if tab == "untriaged" else "",
+                assignee=f.get("assignee", ""), state=f["state"]))
+        else:
+            keys = [services.QueueKey(c["candidate"], c["baseline"], c["eval_id"]) for c in data["cases"]]
+            named = {k.candidate_id for k in keys} | {k.baseline_id for k in keys}
+            if visible_runs(request).filter(pk__in=named).count() != len(named):
+                raise NotFound("no such run")  # another project's runs do not exist for this caller
+        assignee = _assignee(data["assignee"]) if "assignee" in data else services.KEEP
+        try:
+            outcome = services.triage_bulk(project=project, keys=keys, status=data.get("status"), assignee=assignee,
+                                           comment=data.get("comment", ""), actor=request.user)
+        except DjangoValidationError as exc:
+            raise ValidationError({"cases": exc.messages}) from None
+        return Response(BulkOutcomeSerializer({"cases": outcome.cases, "commented": outcome.commented}).data)

@@ -82,17 +82,23 @@ def traces_store(*, project: Project, batch: Batch) -> Stored:
     with transaction.atomic():
         new = _insert_traces(project, batch, now)
         stored.trace_pks.update(new)
-        touched = [(batch.traces[t], 1) for t in new]
+        # (thread, joins it, newly failed): a new trace's aggregates are this request's own
+        touched = [(batch.traces[t].thread_id, 1, int(batch.traces[t].errors > 0)) for t in new]
         again = [t for t in batch.traces if t not in new]
+        earlier: Earlier = {}
         if again:
-            found, unthreaded = _existing(project, again, batch)
+            found, earlier = _existing(project, again, batch)
             stored.trace_pks.update(found)
-            # a trace's thread may come with a later request (its root span): it joins the thread then
-            touched += [(batch.traces[t], int(t in unthreaded)) for t in found]
-        _threads_touch(project, touched, now)
         _insert_spans(batch, stored.trace_pks)
         if again:
-            _recount([stored.trace_pks[t] for t in again])
+            failing = _recount([stored.trace_pks[t] for t in again])
+            # a trace counts in its thread's failures once it has a failed span, whichever request
+            # brings it: its root (and thread) and a failed tool span often come in different exports
+            for t, (thread, joins, failed_before) in earlier.items():
+                fails = stored.trace_pks[t] in failing
+                touched.append((thread, int(joins), int(fails and (joins or not failed_before))))
+        users = {t.thread_id: t.end_user for t in reversed(batch.traces.values()) if t.end_user}
+        _threads_touch(project, touched, now, users)
         stored.accepted_spans = sum(len(t.spans) for t in batch.traces.values())
         stored.messages += traces_attach(
             project=project, batch=batch, trace_pks=stored.trace_pks, refs=refs, earlier=again
@@ -138,19 +144,23 @@ def _insert_traces(project: Project, batch: Batch, now: Any) -> dict[str, int]:
     return out
 
 
-def _existing(project: Project, trace_ids: list[str], batch: Batch) -> tuple[dict[str, int], set[str]]:
+Earlier = dict[str, tuple[str, bool, bool]]  # trace id -> (its thread, joins it now, had failed)
+
+
+def _existing(project: Project, trace_ids: list[str], batch: Batch) -> tuple[dict[str, int], Earlier]:
     """Traces some of whose spans came before (or came at once in another request): their
-    pks, and what this request adds to them where they had nothing; and those of them that
-    had no thread until this request named one."""
-    rows = Trace.objects.filter(project=project, received=True, trace_id__in=trace_ids).values_list(
-        "trace_id", "pk", "thread_id"
-    )
+    pks, and what this request adds to them where they had nothing; and for each, its thread
+    after this request, whether it joins that thread now, and whether it had a failed span
+    already. The rows are locked until the commit, so a concurrent request for the same trace
+    reads them after this one's spans are in (each failure is counted once)."""
+    rows = (Trace.objects.select_for_update().filter(project=project, received=True, trace_id__in=trace_ids)
+            .order_by("pk").values_list("trace_id", "pk", "thread_id", "error_count"))
     found: dict[str, int] = {}
-    unthreaded: set[str] = set()
-    for trace_id, pk, thread in rows:
+    earlier: Earlier = {}
+    for trace_id, pk, thread, errors in rows:
         found[trace_id] = pk
-        if not thread and batch.traces[trace_id].thread_id:
-            unthreaded.add(trace_id)
+        named = batch.traces[trace_id].thread_id
+        earlier[trace_id] = (thread or named, not thread and bool(named), errors > 0)
     table = Trace._meta.db_table
     with connection.cursor() as cursor:
         for trace_id, pk in found.items():
@@ -163,7 +173,7 @@ def _existing(project: Project, trace_ids: list[str], batch: Batch) -> tuple[dic
                 "environment = CASE WHEN environment = '' THEN %s ELSE environment END WHERE id = %s",
                 [t.thread_id, t.service_name, t.eval_id, t.end_user, t.environment, pk],
             )
-    return found, unthreaded
+    return found, earlier
 
 
 def _insert_spans(batch: Batch, trace_pks: dict[str, int]) -> None:
@@ -179,8 +189,9 @@ def _insert_spans(batch: Batch, trace_pks: dict[str, int]) -> None:
             )
 
 
-def _recount(pks: list[int]) -> None:
-    """A trace's aggregates from its stored spans (spans of it arrived in several requests)."""
+def _recount(pks: list[int]) -> set[int]:
+    """A trace's aggregates from its stored spans (spans of it arrived in several requests);
+    returns those of them with a failed span."""
     trace, span = Trace._meta.db_table, Span._meta.db_table
     of = f"FROM {span} s WHERE s.trace_id = {trace}.id"
     root = f"{of} AND s.parent_span_id = ''"
@@ -192,21 +203,22 @@ def _recount(pks: list[int]) -> None:
             f"start_ns = (SELECT MIN(s.start_ns) {of}), end_ns = (SELECT MAX(s.end_ns) {of}), "
             f"complete = EXISTS (SELECT 1 {root}), "
             f"name = COALESCE((SELECT s.name {root} ORDER BY s.start_ns LIMIT 1), name) "
-            f"WHERE id IN ({marks})",
+            f"WHERE id IN ({marks}) RETURNING id, error_count",
             pks,
         )
+        return {pk for pk, errors in cursor.fetchall() if errors}
 
 
-def _threads_touch(project: Project, touched: list[tuple[Any, int]], now: Any) -> None:
+def _threads_touch(project: Project, touched: list[tuple[str, int, int]], now: Any, users: dict[str, str]) -> None:
     """The threads of the traces this request stored spans of: created, or their last
-    activity moved; `touched` pairs each trace with 1 when it is new to its thread."""
+    activity moved; `touched` holds each trace's thread, 1 when the trace is new to it and 1
+    when the trace is newly failed there; `users`, an end user each thread named."""
     threads: dict[str, list[Any]] = {}
-    for t, joins in touched:
-        if t.thread_id:
-            row = threads.setdefault(t.thread_id, [0, 0, ""])
+    for thread_id, joins, failed in touched:
+        if thread_id:
+            row = threads.setdefault(thread_id, [0, 0, users.get(thread_id, "")])
             row[0] += joins
-            row[1] += int(joins and t.errors > 0)
-            row[2] = row[2] or t.end_user
+            row[1] += failed
     if not threads:
         return
     table = TraceThread._meta.db_table

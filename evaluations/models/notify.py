@@ -88,6 +88,10 @@ class NotifyRule(models.Model):
     # digest
     period = models.CharField(max_length=8, choices=Period.choices, default=Period.DAILY)
     cooldown_minutes = models.PositiveIntegerField(default=0)
+    # triage assigned and @mention: a person's own rule ("notify me of my assignments and
+    # mentions") fires for what is addressed to them only; none: for everyone in the project
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="+")
     last_fired_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -216,6 +220,9 @@ class NotifyEvent(models.Model):
     worker (`done_at` once handled); the sweep queues again what a lost task left undone."""
 
     audit = models.OneToOneField(AuditEvent, on_delete=models.CASCADE, related_name="+")
+    # the events recorded by one transaction (a bulk action, a triage with its comment) share
+    # it and are handled together: one message per person for the whole action
+    action = models.CharField(max_length=32, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     done_at = models.DateTimeField(null=True, blank=True)
 

@@ -261,6 +261,9 @@ class MonitorLatencyBucket(models.Model):
     environment = models.CharField(max_length=100, blank=True)
     bin = models.PositiveSmallIntegerField()
     count = models.PositiveIntegerField(default=0)
+    # the slowest latency counted here, so a percentile read from the bins never passes what
+    # was observed (null: counted before it was kept)
+    max_seconds = models.FloatField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["monitor", "version", "hour", "environment", "bin"],

@@ -246,7 +246,7 @@ def _hour(at: datetime) -> datetime:
 
 def _add_to_buckets(monitor: Monitor, items: list[tuple[Subject, list[_Scored], tuple[Any, ...]]]) -> None:
     sums: dict[tuple[datetime, str, str], list[float]] = defaultdict(lambda: [0, 0, 0, 0.0, 0, 0.0, 0.0])
-    hist: dict[tuple[datetime, str, int], int] = defaultdict(int)
+    hist: dict[tuple[datetime, str, int], list[float]] = defaultdict(lambda: [0, 0.0])  # count, max
     for subject, results, (latency, tokens, cost) in items:
         hour, env = _hour(subject.at), subject.environment[:100]
         whole = sums[(hour, env, "")]
@@ -266,25 +266,29 @@ def _add_to_buckets(monitor: Monitor, items: list[tuple[Subject, list[_Scored], 
                 row[2] += 1
                 row[3] += r.score
         if latency is not None:
-            hist[(hour, env, latency_bin(latency))] += 1
+            counted = hist[(hour, env, latency_bin(latency))]
+            counted[0] += 1
+            counted[1] = max(counted[1], latency)
     _upsert(MonitorBucket, ["monitor_id", "version", "hour", "environment", "criterion", "total", "passed", "scored",
                             "score_sum", "traces", "tokens_sum", "cost_sum"],
             [(monitor.pk, monitor.version, h, e, c, *v) for (h, e, c), v in sums.items()],
             conflict=["monitor_id", "version", "hour", "environment", "criterion"],
             add=["total", "passed", "scored", "score_sum", "traces", "tokens_sum", "cost_sum"])
-    _upsert(MonitorLatencyBucket, ["monitor_id", "version", "hour", "environment", "bin", "count"],
-            [(monitor.pk, monitor.version, h, e, b, n) for (h, e, b), n in hist.items()],
-            conflict=["monitor_id", "version", "hour", "environment", "bin"], add=["count"])
+    _upsert(MonitorLatencyBucket, ["monitor_id", "version", "hour", "environment", "bin", "count", "max_seconds"],
+            [(monitor.pk, monitor.version, h, e, b, int(n), top) for (h, e, b), (n, top) in hist.items()],
+            conflict=["monitor_id", "version", "hour", "environment", "bin"], add=["count"], keep_max=["max_seconds"])
 
 
 def _upsert(model: Any, columns: list[str], rows: list[tuple[Any, ...]], *, conflict: list[str],
-            add: list[str]) -> None:
+            add: list[str], keep_max: tuple[str, ...] | list[str] = ()) -> None:
     if not rows:
         return
     table = model._meta.db_table
     q = connection.ops.quote_name
     one = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    sets = ", ".join(f"{q(c)} = {table}.{q(c)} + excluded.{q(c)}" for c in add)
+    sets = ", ".join([f"{q(c)} = {table}.{q(c)} + excluded.{q(c)}" for c in add]
+                     + [f"{q(c)} = CASE WHEN {table}.{q(c)} IS NULL OR excluded.{q(c)} > {table}.{q(c)} "
+                        f"THEN excluded.{q(c)} ELSE {table}.{q(c)} END" for c in keep_max])
     per = max(1, 900 // len(columns))
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncHour
 
 from evaluations.models import Monitor, MonitorBucket, MonitorLatencyBucket, MonitorResult, MonitorScore
@@ -108,12 +108,16 @@ def summary(monitor: Monitor, *, since: datetime, step: str = "hour", environmen
             c[2] += r["scored"]
             c[3] += r["score_sum"]
     hist = [0] * (len(LATENCY_EDGES) + 1)
+    tops: list[float | None] = [None] * len(hist)
     lat = MonitorLatencyBucket.objects.filter(monitor=monitor, version=monitor.version, hour__gte=since)
     if environment:
         lat = lat.filter(environment=environment)
-    for b, n in lat.values("bin").annotate(n=Sum("count")).values_list("bin", "n"):
+    for b, n, top, unknown in (lat.values("bin").annotate(n=Sum("count"), top=Max("max_seconds"),
+                                                          unknown=Count("pk", filter=Q(max_seconds=None)))
+                               .values_list("bin", "n", "top", "unknown")):
         hist[b] += n
-    return Summary(total, passed, traces, tokens, cost, percentile(hist, 0.5), percentile(hist, 0.95),
+        tops[b] = None if unknown else top  # rows counted before maxima were kept: the bin's edge
+    return Summary(total, passed, traces, tokens, cost, percentile(hist, 0.5, tops), percentile(hist, 0.95, tops),
                    {k: (int(v[0]), int(v[1]), v[3] / v[2] if v[2] else None) for k, v in criteria.items()},
                    list(points.values()))
 
@@ -131,17 +135,23 @@ def _summary_of_user(monitor: Monitor, *, since: datetime, step: str, environmen
               .annotate(p=Count("pk", filter=Q(passed=True)), t=Count("pk"), s=Sum("score"),
                         n=Count("score")).order_by("criterion"))
     hist = [0] * (len(LATENCY_EDGES) + 1)
+    tops: list[float | None] = [None] * len(hist)
     latest = results.exclude(latency_seconds=None).order_by("-at").values_list("latency_seconds", flat=True)
     for seconds in latest[:10000]:
-        hist[latency_bin(seconds or 0.0)] += 1
+        b = latency_bin(seconds or 0.0)
+        hist[b] += 1
+        tops[b] = max(tops[b] or 0.0, seconds or 0.0)
     return Summary(sum(p.total for p in points), sum(p.passed for p in points), sum(p.traces for p in points),
                    sum(p.tokens for p in points), sum(p.cost for p in points),
-                   percentile(hist, 0.5), percentile(hist, 0.95),
+                   percentile(hist, 0.5, tops), percentile(hist, 0.95, tops),
                    {r["criterion"]: (r["p"], r["t"], (r["s"] / r["n"]) if r["n"] else None) for r in scores}, points)
 
 
-def percentile(hist: list[int], q: float) -> float | None:
-    """The q-quantile of a latency histogram, linear within its bin (the last bin: its lower edge)."""
+def percentile(hist: list[int], q: float, tops: list[float | None] | None = None) -> float | None:
+    """The q-quantile of a latency histogram, linear within its bin from the bin's lower edge
+    up to the slowest latency counted in it (`tops[i]`; unknown: the bin's upper edge, or for
+    the last, open bin its lower edge). So it never exceeds the slowest latency observed, and
+    is off by at most the width of the bin it falls in (docs/monitors.md)."""
     n = sum(hist)
     if not n:
         return None
@@ -149,9 +159,11 @@ def percentile(hist: list[int], q: float) -> float | None:
     for i, count in enumerate(hist):
         if count and seen + count >= rank:
             low = LATENCY_EDGES[i - 1] if i > 0 else 0.0
-            if i >= len(LATENCY_EDGES):
-                return low
-            return low + (LATENCY_EDGES[i] - low) * (rank - seen) / count
+            top = tops[i] if tops is not None else None
+            high = LATENCY_EDGES[i] if i < len(LATENCY_EDGES) else low
+            if top is not None:
+                high = max(low, min(top, high) if i < len(LATENCY_EDGES) else top)
+            return low + (high - low) * (rank - seen) / count
         seen += count
     return LATENCY_EDGES[-1]
 

@@ -1,6 +1,7 @@
 """Where rules hear about things: the activity feed (a run finished, a triage assigned, a
 comment added: connected to AuditEvent's post_save in evaluations/apps.py, kept in an outbox
-and handled by a worker once the recording transaction commits), a monitor's scoring
+and handled by a worker once the recording transaction commits, the events of one transaction
+together), a monitor's scoring
 (`on_monitor_scored`), and the sweep (every minute: digests due, cooldowns ended, events and
 deliveries to queue again).
 
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -37,23 +40,62 @@ KINDS = {AuditEvent.Verb.RUN_FINISHED: [NotifyRule.Kind.RUN_FINISHED],
 TASK = "evaluations.tasks.notify_events"
 
 
+class _Action:
+    """The outbox rows one transaction writes (a bulk action on many cases, a triage with its
+    comment): they share a key and go to the task queue as one task once it commits, so
+    their rules make one message per person for the whole action."""
+
+    def __init__(self, block: Any) -> None:
+        self.block = block
+        self.key = uuid.uuid4().hex
+        self.ids: list[int] = []
+
+    def __call__(self) -> None:
+        enqueue(self.ids)
+
+
+_local = threading.local()
+
+
+def _action() -> _Action | None:
+    """The action of the outermost transaction open (None when there is none): the one made
+    for that atomic block while its commit callback is still pending, else a new one (a
+    rolled-back block's callbacks are gone with its rows). A test case's own wrapping
+    transaction is not an action, as Django's durable check ignores it too."""
+    connection = transaction.get_connection()
+    blocks = [b for b in connection.atomic_blocks if not getattr(b, "_from_testcase", False)]
+    if not blocks:
+        return None
+    current = getattr(_local, "action", None)
+    if (current is not None and current.block is blocks[0]
+            and any(entry[1] is current for entry in connection.run_on_commit)):
+        return current
+    current = _local.action = _Action(blocks[0])
+    transaction.on_commit(current)
+    return current
+
+
 def on_audit_event(sender: Any, instance: AuditEvent, created: bool = False, **kwargs: Any) -> None:
     """post_save of AuditEvent: an event some enabled rule of the project is about goes into the
     outbox (`NotifyEvent`, in the recording transaction when there is one) and to the task
-    queue after the commit. So what records the event (a run's completion, a triage, a
-    comment) pays an indexed query and, with rules, an insert and an enqueue: the rules are
-    matched in a worker."""
+    queue after the commit, with the other events of that transaction. So what records the
+    event (a run's completion, a triage, a comment) pays an indexed query and, with rules, an
+    insert and an enqueue: the rules are matched in a worker."""
     if not created or instance.verb not in HANDLED or instance.project_id is None:
         return
     try:
         if not NotifyRule.objects.filter(project_id=instance.project_id, enabled=True,
                                          kind__in=KINDS[AuditEvent.Verb(instance.verb)]).exists():
             return
-        outbox = NotifyEvent.objects.create(audit=instance)
+        action = _action()
+        outbox = NotifyEvent.objects.create(audit=instance, action=action.key if action else "")
     except Exception:
         log.exception("notifications for event %s (%s)", instance.pk, instance.verb)
         return
-    transaction.on_commit(lambda: enqueue([outbox.pk]))
+    if action is None:
+        transaction.on_commit(lambda: enqueue([outbox.pk]))  # at once, when no transaction is open
+    else:
+        action.ids.append(outbox.pk)
 
 
 def enqueue(event_ids: list[int]) -> None:
@@ -66,26 +108,46 @@ def enqueue(event_ids: list[int]) -> None:
 
 
 def process(event_ids: list[int]) -> int:
-    """The task: each outbox event still to do, handled (safe twice: an event fires a rule once)
-    and then marked done. Returns how many were done."""
+    """The task: the outbox events still to do, an action at a time (the events one
+    transaction recorded): each handled (safe twice: an event fires a rule once), then the
+    rules they fired flushed together, so one action makes one message per person, and the
+    events marked done, in one transaction. Returns how many were done."""
+    actions: dict[str, list[NotifyEvent]] = {}
+    for outbox in (NotifyEvent.objects.filter(pk__in=event_ids, done_at=None)
+                   .select_related("audit", "audit__actor").order_by("pk")):
+        actions.setdefault(outbox.action or f"event:{outbox.pk}", []).append(outbox)
     done = 0
-    for outbox in NotifyEvent.objects.filter(pk__in=event_ids, done_at=None).select_related("audit", "audit__actor"):
-        handle(outbox.audit)
-        done += NotifyEvent.objects.filter(pk=outbox.pk, done_at=None).update(done_at=timezone.now())
+    for outboxes in actions.values():
+        with transaction.atomic():
+            fired: list[int] = []
+            for outbox in outboxes:
+                fired += handle(outbox.audit)
+            rules.flush(fired)
+            done += NotifyEvent.objects.filter(pk__in=[o.pk for o in outboxes], done_at=None).update(
+                done_at=timezone.now())
     return done
 
 
 def handle(event: AuditEvent) -> list[int]:
+    """The rules the event fired (their alerts added, not yet sent: `rules.flush`)."""
     try:
-        if event.verb == AuditEvent.Verb.RUN_FINISHED:
-            return run_finished(event)
-        if event.verb == AuditEvent.Verb.TRIAGE_CHANGED:
-            return triage_assigned(event)
-        if event.verb == AuditEvent.Verb.COMMENT_ADDED:
-            return comment_added(event)
+        with transaction.atomic():  # a failure undoes this event's alerts only
+            if event.verb == AuditEvent.Verb.RUN_FINISHED:
+                return run_finished(event)
+            if event.verb == AuditEvent.Verb.TRIAGE_CHANGED:
+                return triage_assigned(event)
+            if event.verb == AuditEvent.Verb.COMMENT_ADDED:
+                return comment_added(event)
     except Exception:
         log.exception("notifications for event %s (%s)", event.pk, event.verb)
     return []
+
+
+def personal_rules(project_id: int, kind: str, user_id: int) -> list[NotifyRule]:
+    """The project's enabled rules of a personal kind that speak for the person: the
+    project-wide ones and their own."""
+    return list(NotifyRule.objects.filter(Q(owner=None) | Q(owner_id=user_id), project_id=project_id, enabled=True,
+                                          kind=kind))
 
 
 def run_finished(event: AuditEvent) -> list[int]:
@@ -98,8 +160,7 @@ def run_finished(event: AuditEvent) -> list[int]:
     if not matched:
         return []
     item = payloads.run_item(run, data, _top_causes(run, data.get("baseline")))
-    with transaction.atomic():  # one commit for every rule's alert, message and deliveries
-        return rules.flush(rules.fire_many(matched, f"run:{run.pk}", item))
+    return rules.fire_many(matched, f"run:{run.pk}", item)
 
 
 def _top_causes(run: Run, baseline_id: int | None) -> list[dict[str, Any]]:
@@ -130,9 +191,8 @@ def triage_assigned(event: AuditEvent) -> list[int]:
     item = {"type": "triage_assigned", "verdict": f"{by} assigned {data.get('eval_id', '')} to {assignee}",
             "eval_id": data.get("eval_id"), "assignee": assignee, "by": by, "url": url,
             "status": (data.get("after") or {}).get("status")}
-    assigned = list(NotifyRule.objects.filter(project_id=project_id, enabled=True,
-                                              kind=NotifyRule.Kind.TRIAGE_ASSIGNED))
-    return rules.flush(rules.fire_many(assigned, f"triage:{event.pk}", item, user.pk))
+    assigned = personal_rules(project_id, NotifyRule.Kind.TRIAGE_ASSIGNED, user.pk)
+    return rules.fire_many(assigned, f"triage:{event.pk}", item, user.pk)
 
 
 def comment_added(event: AuditEvent) -> list[int]:
@@ -151,15 +211,14 @@ def comment_added(event: AuditEvent) -> list[int]:
     author = comment.author.get_username() if comment.author else "someone"
     url = payloads.absolute(reverse("run_case_by_eval_id", args=[triage.candidate_id])
                             + f"?eval_id={triage.eval_id}&baseline={triage.baseline_id}")
-    project_rules = list(NotifyRule.objects.filter(project_id=project_id, enabled=True,
-                                                   kind=NotifyRule.Kind.MENTION))
     fired: set[int] = set()
     for name, user_id in members.items():
         excerpt = re.sub(r"\s+", " ", comment.body)[:200]
         item = {"type": "mention", "verdict": f"{author} mentioned @{name} on {triage.eval_id}",
                 "eval_id": triage.eval_id, "author": author, "mentioned": name, "excerpt": excerpt, "url": url}
-        fired |= set(rules.fire_many(project_rules, f"comment:{comment.pk}", item, user_id))
-    return rules.flush(sorted(fired))
+        fired |= set(rules.fire_many(personal_rules(project_id, NotifyRule.Kind.MENTION, user_id),
+                                     f"comment:{comment.pk}", item, user_id))
+    return sorted(fired)
 
 
 # --- Monitors (issue 31) ----------------------------------------------------------------------
@@ -206,15 +265,23 @@ def digest_item(project_id: int, since: datetime, until: datetime, period: str) 
                        f"{new_causes} new cause{'' if new_causes == 1 else 's'}"}
 
 
+def digest_due(rule: NotifyRule) -> datetime:
+    """When the rule's next digest goes out: a period after it last went, or after the rule
+    was made (a new rule waits for its first period: a digest of the minutes since it was
+    saved says nothing)."""
+    length = PERIODS.get(NotifyRule.Period(rule.period), PERIODS[NotifyRule.Period.DAILY])
+    return (rule.last_fired_at or rule.created_at) + length
+
+
 def digests(now: datetime | None = None) -> list[int]:
-    """The digest rules whose period has passed since they last fired."""
+    """The digest rules whose period has passed since they last fired (or were made)."""
     now = now or timezone.now()
     fired = []
     for rule in NotifyRule.objects.filter(kind=NotifyRule.Kind.DIGEST, enabled=True):
         length = PERIODS.get(NotifyRule.Period(rule.period), PERIODS[NotifyRule.Period.DAILY])
-        if rule.last_fired_at is not None and now - rule.last_fired_at < length:
+        if now < digest_due(rule):
             continue
-        since = rule.last_fired_at or now - length
+        since = max(rule.last_fired_at or rule.created_at, now - length)
         if rules.fire(rule, f"digest:{now.isoformat()}", digest_item(rule.project_id, since, now, rule.period)):
             fired.append(rule.pk)
     return rules.flush(fired, now)

@@ -85,11 +85,41 @@ def monitor_item(rule: NotifyRule, passed: int, total: int, since: str, until: s
                        f"in the last {rule.window_minutes} min (below {rule.threshold:.0%})"}
 
 
+PERSONAL_TYPES = ("triage_assigned", "mention")
+CASES_NAMED = 5
+
+
+def _names(values: list[str]) -> str:
+    return ", ".join(dict.fromkeys(v for v in values if v))
+
+
+def personal_summary(items: list[dict[str, Any]]) -> str:
+    """What one person's message holds: "alice assigned you 3 cases and mentioned you on 3
+    cases: case-1, case-2, case-3" (the cases named once, the first few)."""
+    assigned = [i for i in items if i.get("type") == "triage_assigned"]
+    mentions = [i for i in items if i.get("type") == "mention"]
+    said = []
+    by = _names([i.get("by", "") for i in assigned])
+    if assigned:
+        said.append(f"{by} assigned you {_plural(len(assigned), 'case')}")
+    if mentions:
+        authors = _names([i.get("author", "") for i in mentions])
+        who = "" if assigned and authors == by else f"{authors} "
+        said.append(f"{who}mentioned you on {_plural(len(mentions), 'case')}")
+    cases = list(dict.fromkeys(str(i.get("eval_id") or "") for i in items if i.get("eval_id")))
+    more = len(cases) - CASES_NAMED
+    named = ", ".join(cases[:CASES_NAMED]) + (f" and {more} more" if more > 0 else "")
+    return " and ".join(said) + (f": {named}" if named else "")
+
+
 def subject_of(rule: NotifyRule | None, project: Project, items: list[dict[str, Any]]) -> str:
-    """One line for the whole message: the only item's verdict, or how many there are."""
+    """One line for the whole message: the only item's verdict, what one person was sent, or
+    how many there are."""
     name = rule.name if rule else "test"
     if len(items) == 1:
         return one_line(f"[{project.name}] {items[0].get('verdict', name)}")[:300]
+    if items and all(i.get("type") in PERSONAL_TYPES for i in items):
+        return one_line(f"[{project.name}] {personal_summary(items)}")[:300]
     return one_line(f"[{project.name}] {name}: {len(items)} alerts")[:300]
 
 
@@ -122,10 +152,8 @@ def lines_of(payload: dict[str, Any]) -> list[tuple[str, str | None]]:
                 out.append((f"  {_plural(cause['cases'], 'case')}: {cause['signature']}" + (f" ({cause['change']})"
                                                                            if cause.get("change") else ""),
                             cause.get("url")))
-        elif kind in ("triage_assigned", "mention"):
-            out.append((item["verdict"], item.get("url")))
-            if item.get("excerpt"):
-                out.append((f"  “{item['excerpt']}”", None))
+        elif kind in PERSONAL_TYPES:
+            continue  # listed together below
         elif kind == "digest":
             out.append((item["verdict"], None))
             for run in item.get("regressed_runs", []):
@@ -136,4 +164,30 @@ def lines_of(payload: dict[str, Any]) -> list[tuple[str, str | None]]:
                 out.append((f"  triage: {status}", None))
         else:
             out.append((str(item.get("verdict", "")), item.get("url")))
+    out += _personal_lines([i for i in payload.get("items", []) if i.get("type") in PERSONAL_TYPES])
     return [(one_line(text), link) for text, link in out]
+
+
+def _personal_lines(items: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """Assignments and mentions, grouped: who assigned, or who said what, once, then each case
+    (linked). A lone item is its verdict line, as before."""
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for item in items:
+        key = (("assigned", str(item.get("by", "")), str(item.get("assignee", "")), "")
+               if item.get("type") == "triage_assigned"
+               else ("mention", str(item.get("author", "")), str(item.get("mentioned", "")),
+                     str(item.get("excerpt", ""))))
+        groups.setdefault(key, []).append(item)
+    out: list[tuple[str, str | None]] = []
+    for key, group in groups.items():
+        if len(group) == 1:
+            out.append((group[0]["verdict"], group[0].get("url")))
+        elif key[0] == "assigned":
+            out.append((f"{key[1]} assigned {_plural(len(group), 'case')} to {key[2]}", None))
+        else:
+            out.append((f"{key[1]} mentioned @{key[2]} on {_plural(len(group), 'case')}", None))
+        if key[0] == "mention" and key[3]:
+            out.append((f"  “{key[3]}”", None))
+        if len(group) > 1:
+            out += [(f"  {i.get('eval_id', '')}", i.get("url")) for i in group]
+    return out

@@ -1,10 +1,11 @@
 """What fires a rule, and how what fired becomes messages.
 
 An event that matches a rule adds a `NotifyAlert` (once per rule, event key and recipient).
-`flush` then turns each rule's pending alerts into one message per recipient (a rule about
-people: triage assigned, @mention) or one message (a project-wide rule), unless the rule fired
-less than its cooldown ago: then its alerts wait, and the sweep sends them together once the
-cooldown has passed. So what fires together, or during a cooldown, is one message.
+`flush` then turns each rule's pending alerts into one message (a project-wide rule), or the
+pending alerts of every rule about people (triage assigned, @mention) into one message per
+person, unless the rule fired less than its cooldown ago: then its alerts wait, and the sweep
+sends them together once the cooldown has passed. So what fires together (the events of one
+action are flushed together: `events.process`), or during a cooldown, is one message.
 """
 
 from __future__ import annotations
@@ -71,26 +72,29 @@ def flush(rule_ids: Iterable[int], now: datetime | None = None) -> list[int]:
         for link in through.objects.filter(notifyrule__in=list(by_rule), notifychannel__enabled=True).select_related(
                 "notifychannel").order_by("notifychannel__name", "notifychannel_id"):
             channels.setdefault(link.notifyrule_id, []).append(link.notifychannel)
-        planned: list[tuple[NotifyRule, list[NotifyAlert], NotifyMessage]] = []
+        planned: list[tuple[list[NotifyAlert], NotifyMessage, list[NotifyChannel]]] = []
+        personal: dict[int | None, list[tuple[NotifyRule, NotifyAlert]]] = {}
         for rule in rules:
-            groups: dict[int | None, list[NotifyAlert]] = {}
-            for alert in by_rule.get(rule.pk, []):
-                groups.setdefault(alert.recipient_id if rule.kind in PERSONAL else None, []).append(alert)
-            for alerts in groups.values():
-                planned.append((rule, alerts, _message(rule, alerts, now)))
+            if rule.kind in PERSONAL:
+                for alert in by_rule.get(rule.pk, []):
+                    personal.setdefault(alert.recipient_id, []).append((rule, alert))
+            elif by_rule.get(rule.pk):
+                planned.append((by_rule[rule.pk], _message(rule, by_rule[rule.pk], now), channels.get(rule.pk, [])))
+        for pairs in personal.values():
+            planned.append(_personal(pairs, channels, now))
         if not planned:
             return []
-        messages = NotifyMessage.objects.bulk_create([m for _, _, m in planned])
+        messages = NotifyMessage.objects.bulk_create([m for _, m, _ in planned])
         if any(m.pk is None for m in messages):  # a backend that returns no ids
             raise RuntimeError("notifications need a database that returns inserted ids (SQLite >= 3.35, PostgreSQL)")
-        for _, alerts, message in planned:
+        for alerts, message, _ in planned:
             for alert in alerts:
                 alert.message = message
-        NotifyAlert.objects.bulk_update([a for _, alerts, _ in planned for a in alerts], ["message"])
+        NotifyAlert.objects.bulk_update([a for alerts, _, _ in planned for a in alerts], ["message"])
         rows = NotifyDelivery.objects.bulk_create([
             NotifyDelivery(message=message, channel=c, idempotency_id=uuid.uuid4(), next_attempt_at=now,
                            created_at=now)
-            for rule, _, message in planned for c in channels.get(rule.pk, [])])
+            for _, message, chosen in planned for c in chosen])
         NotifyRule.objects.filter(pk__in=[r.pk for r in rules if r.pk in by_rule]).update(last_fired_at=now)
         created = [int(r.pk) for r in rows]
     if created:
@@ -101,12 +105,33 @@ def flush(rule_ids: Iterable[int], now: datetime | None = None) -> list[int]:
 
 
 def _message(rule: NotifyRule, alerts: list[NotifyAlert], now: datetime) -> NotifyMessage:
-    recipient = alerts[0].recipient if rule.kind in PERSONAL else None
     payload = payloads.message_payload(project=rule.project, rule=rule, event=rule.kind,
-                                       items=[a.data for a in alerts],
-                                       recipient=recipient.get_username() if recipient else None)
-    return NotifyMessage(project=rule.project, rule=rule, recipient=recipient, event=rule.kind,
+                                       items=[a.data for a in alerts], recipient=None)
+    return NotifyMessage(project=rule.project, rule=rule, recipient=None, event=rule.kind,
                          subject=payload["subject"], payload=payload, created_at=now)
+
+
+def _personal(pairs: list[tuple[NotifyRule, NotifyAlert]], channels: dict[int, list[NotifyChannel]],
+              now: datetime) -> tuple[list[NotifyAlert], NotifyMessage, list[NotifyChannel]]:
+    """One person's pending alerts of every personal rule (their assignments and mentions,
+    through the project's rules and their own): one message listing each thing once, to every
+    channel of those rules once."""
+    pairs = sorted(pairs, key=lambda pair: (pair[1].created_at, pair[1].pk))
+    rule, recipient = pairs[0][0], pairs[0][1].recipient
+    items: dict[str, dict[str, Any]] = {}
+    chosen: dict[int, NotifyChannel] = {}
+    for each, alert in pairs:
+        items.setdefault(alert.key, alert.data)  # the same event through two rules: one item
+        for c in channels.get(each.pk, []):
+            chosen.setdefault(c.pk, c)
+    listed = list(items.values())
+    event = (NotifyRule.Kind.TRIAGE_ASSIGNED if any(i.get("type") == "triage_assigned" for i in listed)
+             else NotifyRule.Kind.MENTION)
+    payload = payloads.message_payload(project=rule.project, rule=rule, event=event, items=listed,
+                                       recipient=recipient.get_username() if recipient else None)
+    message = NotifyMessage(project=rule.project, rule=rule, recipient=recipient, event=event,
+                            subject=payload["subject"], payload=payload, created_at=now)
+    return [a for _, a in pairs], message, sorted(chosen.values(), key=lambda c: (c.name, c.pk))
 
 
 # --- A run finished ---------------------------------------------------------------------------

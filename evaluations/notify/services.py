@@ -9,9 +9,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
+from django.utils import timezone
 
 from evaluations.audit import audit_record
-from evaluations.models import AuditEvent, EvalSet, Monitor, NotifyChannel, NotifyRule, Project
+from evaluations.models import AuditEvent, EvalSet, Membership, Monitor, NotifyChannel, NotifyRule, Project
 from evaluations.runs.targets import egress
 
 CHANNEL_FIELDS = ("name", "kind", "url", "emails", "enabled")
@@ -110,6 +111,8 @@ def rule_check(project: Project, values: dict[str, Any], rule: NotifyRule | None
     kind = merged.get("kind")
     if kind not in NotifyRule.Kind.values:
         raise _fail("kind", f"choose one of {', '.join(NotifyRule.Kind.values)}")
+    if rule is not None and rule.owner_id and kind not in PERSONAL_NAMES:
+        raise _fail("kind", "a person's own rule is about their assignments and @mentions only")
     if merged.get("condition", NotifyRule.RunCondition.ANY) not in NotifyRule.RunCondition.values:
         raise _fail("condition", f"choose one of {', '.join(NotifyRule.RunCondition.values)}")
     if merged.get("period", NotifyRule.Period.DAILY) not in NotifyRule.Period.values:
@@ -167,8 +170,11 @@ def rule_save(*, project: Project, values: dict[str, Any], actor: Any, channels:
             rule = NotifyRule.objects.create(project=project, created_by=actor, **fields)
             said = f"added the notification rule {rule.name}"
         else:
+            was_digest = rule.kind == NotifyRule.Kind.DIGEST
             for key, value in fields.items():
                 setattr(rule, key, value)
+            if rule.kind == NotifyRule.Kind.DIGEST and not was_digest:
+                rule.last_fired_at = timezone.now()  # its first digest a period from now, as a new rule's
             rule.save()
             said = f"changed the notification rule {rule.name}"
         if chosen is not None:
@@ -189,3 +195,52 @@ def rule_delete(*, rule: NotifyRule, actor: Any) -> None:
 def channel_resumed(*, channel: NotifyChannel, actor: Any) -> None:
     audit_record(project=channel.project, actor=actor, verb=AuditEvent.Verb.NOTIFY_CHANGED, obj=channel,
                  summary=f"resumed the paused notification channel {channel.name}")
+
+
+PERSONAL_NAMES = {NotifyRule.Kind.TRIAGE_ASSIGNED: "my assignments", NotifyRule.Kind.MENTION: "my @mentions"}
+
+
+def personal_rules_enable(*, project: Project, user: Any) -> list[NotifyRule]:
+    """"Notify me of my assignments and mentions": the person's own rules of both kinds,
+    made or turned on, to the project's in-app list (made if the project has none) and its
+    e-mail channels when they have an address. Any member may do it for themselves: the
+    rules fire only for what is addressed to them. Audited."""
+    if not Membership.objects.filter(project=project, user=user).exists():
+        raise ValidationError(f"{user.get_username()} is not in {project.name}")
+    with transaction.atomic():
+        inapp = NotifyChannel.objects.filter(project=project, kind=NotifyChannel.Kind.INAPP, enabled=True).first()
+        if inapp is None:
+            name = "In-app" if not NotifyChannel.objects.filter(project=project, name="In-app").exists() \
+                else f"In-app ({secrets.token_hex(2)})"
+            inapp = NotifyChannel.objects.create(project=project, name=name, kind=NotifyChannel.Kind.INAPP,
+                                                 created_by=user, secret=secrets.token_hex(32))
+            audit_record(project=project, actor=user, verb=AuditEvent.Verb.NOTIFY_CHANGED, obj=inapp,
+                         summary=f"added the in-app notification channel {inapp.name}")
+        chosen = [inapp]
+        if user.email:
+            chosen += list(NotifyChannel.objects.filter(project=project, kind=NotifyChannel.Kind.EMAIL, enabled=True))
+        made = []
+        for kind, label in PERSONAL_NAMES.items():
+            rule = NotifyRule.objects.filter(project=project, owner=user, kind=kind).order_by("pk").first()
+            if rule is None:
+                rule = NotifyRule.objects.create(project=project, owner=user, created_by=user, kind=kind,
+                                                 name=f"{user.get_username()}: {label}"[:100])
+            elif not rule.enabled:
+                rule.enabled = True
+                rule.save(update_fields=["enabled"])
+            rule.channels.add(*chosen)
+            made.append(rule)
+        audit_record(project=project, actor=user, verb=AuditEvent.Verb.NOTIFY_CHANGED, obj=made[0],
+                     summary=f"{user.get_username()} turned on notifications of their assignments and mentions",
+                     data={"rules": [r.pk for r in made], "channels": [c.pk for c in chosen]})
+    return made
+
+
+def personal_rules_disable(*, project: Project, user: Any) -> int:
+    """Turn the person's own rules off (the project's rules stay as the admins set them)."""
+    with transaction.atomic():
+        n = NotifyRule.objects.filter(project=project, owner=user, enabled=True).update(enabled=False)
+        if n:
+            audit_record(project=project, actor=user, verb=AuditEvent.Verb.NOTIFY_CHANGED, obj=None,
+                         summary=f"{user.get_username()} turned off their own notification rules")
+    return n

@@ -110,6 +110,7 @@ urlpatterns = [
     path("notifications/", notify.notification_list, name="notification_list"),
     path("notifications/count/", notify.notification_count, name="notification_count"),
     path("notifications/read/", notify.notification_read, name="notification_read"),
+    path("notifications/mine/<slug:slug>/", notify.notification_personal, name="notification_personal"),
     # Online evaluation (issue 31): monitors, threads, retention.
     path("monitors/", monitor_views.monitor_list, name="monitor_list"),
     path("monitors/new/", monitor_views.monitor_new, name="monitor_new"),

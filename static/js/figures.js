@@ -40,12 +40,47 @@
     return layout;
   }
 
+  // A narrow figure (a phone) with a legend: plotly wraps a horizontal legend one entry a
+  // row, and the column it makes takes half the chart. Small type, a short key and entries
+  // in columns (two or three a row) keep it to a few lines above the plot; the top margin
+  // makes room for those lines and the figure grows by as much, so the plot keeps its height.
+  var COMPACT_BELOW = 600;
+  var LEGEND_ROW = 18;
+  function compact(layout, data, width, target) {
+    if (!layout.showlegend || !width || width >= COMPACT_BELOW) return layout;
+    var perRow = width < 480 ? 2 : 3;
+    var entries = data.filter(function (trace) { return trace.showlegend !== false; }).length;
+    var rows = Math.max(1, Math.ceil(entries / perRow));
+    var margin = layout.margin || {};
+    var top = Math.max(margin.t || 0, 10 + rows * LEGEND_ROW);
+    var extra = top - (margin.t || 0);
+    layout.margin = Object.assign({}, margin, { t: top });
+    if (extra > 0 && layout.height) {
+      layout.height += extra;
+      target.style.height = layout.height + "px";
+    }
+    var legend = layout.legend || {};
+    legend.orientation = "h";
+    legend.font = Object.assign({}, legend.font || {}, { size: 10 });
+    legend.itemwidth = 30;
+    legend.entrywidthmode = "fraction";
+    legend.entrywidth = 1 / perRow;
+    legend.tracegroupgap = 0;
+    legend.x = 0;
+    legend.xanchor = "left";
+    legend.y = 1.02;
+    legend.yanchor = "bottom";
+    layout.legend = legend;
+    return layout;
+  }
+
   function drawNow(block) {
     var target = document.getElementById(block.dataset.target);
     if (!target || block.dataset.drawn) return;
     block.dataset.drawn = "1";
     var figure = JSON.parse(block.textContent);
-    window.Plotly.newPlot(target, figure.data, themed(figure.layout), figure.config).then(function () {
+    var layout = compact(themed(figure.layout), figure.data, target.clientWidth, target);
+    window.Plotly.newPlot(target, figure.data, layout, figure.config).then(function () {
       target.dispatchEvent(new CustomEvent("evalsite:drawn", { bubbles: true }));
     });
   }

@@ -127,6 +127,106 @@ class ReviewQuery(serializers.Serializer):
                                     help_text="assigned tab: open cases only (default), or all")
 
 
+class BulkCaseSerializer(serializers.Serializer):
+    candidate = id_field(help_text="the run the case regressed in")
+    baseline = id_field(help_text="the run it is compared with")
+    eval_id = serializers.CharField(max_length=255)
+
+
+class BulkFiltersSerializer(serializers.Serializer):
+    """Every case of a queue tab these filters keep (the page's "all N cases"), as `GET
+    /api/v1/review/` reads them."""
+
+    tab = serializers.ChoiceField(choices=[("assigned", "assigned"), ("untriaged", "untriaged")],
+                                  default="untriaged")
+    evalset = id_field(required=False)
+    branch = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    criterion = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    assignee = serializers.CharField(required=False, allow_blank=True, max_length=150)
+    state = serializers.ChoiceField(choices=[("open", "open"), ("all", "all")], default="open")
+
+
+class BulkTriageSerializer(serializers.Serializer):
+    """The review queue's bulk action: a status, an assignee and/or a comment over the cases
+    named (`cases`) or every case the filters keep (`filters`), all or nothing."""
+
+    project = serializers.SlugField(required=False, help_text="default: your only project")
+    cases = BulkCaseSerializer(many=True, required=False, max_length=1001)
+    filters = BulkFiltersSerializer(required=False)
+    status = serializers.ChoiceField(choices=Triage.Status.choices, required=False)
+    assignee = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=150,
+                                     help_text="a member's username; null or empty to unassign; leave out to keep")
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=10_000,
+                                    help_text="added to each case (Markdown); its @mentions are told once")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("cases" in attrs) == ("filters" in attrs):
+            raise serializers.ValidationError({"cases": ["name the cases, or give the filters that keep them "
+                                                         "(one of `cases` and `filters`)"]})
+        return attrs
+
+
+class BulkOutcomeSerializer(serializers.Serializer):
+    cases = serializers.IntegerField(help_text="cases the action applied to")
+    commented = serializers.IntegerField(help_text="comments added")
+
+
+class ReportQuery(serializers.Serializer):
+    date_from = serializers.DateField(required=False, help_text="YYYY-MM-DD, included (default: 6 days before `to`)")
+    date_to = serializers.DateField(required=False, help_text="YYYY-MM-DD, included (default: today)")
+
+
+class ReportRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    title = serializers.CharField()
+    status = serializers.CharField()
+    model = serializers.CharField()
+    cases = serializers.IntegerField(source="progress.cases")
+    done = serializers.IntegerField(source="progress.done")
+    failed = serializers.IntegerField(source="progress.failed")
+    errored = serializers.IntegerField(source="progress.errored")
+    created_at = serializers.DateTimeField()
+
+
+class ReportBranchSerializer(serializers.Serializer):
+    evalset = serializers.CharField(source="evalset_name")
+    branch = serializers.CharField()
+    runs = serializers.IntegerField()
+    completed = serializers.IntegerField()
+    latest = ReportRunSerializer(allow_null=True, help_text="the latest completed run in the period")
+
+
+class ReportDecisionSerializer(serializers.Serializer):
+    triage = serializers.IntegerField(source="pk")
+    evalset = serializers.CharField(source="evalset_name")
+    branch = serializers.CharField()
+    eval_id = serializers.CharField()
+    status = serializers.CharField()
+    assignee = serializers.CharField()
+    decided_by = serializers.CharField(help_text="the last person who changed it")
+    closed_by_run = serializers.BooleanField(help_text="fixed by evalsite: the case passed again")
+    opened_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    time_to_fix_seconds = serializers.FloatField(allow_null=True)
+    last_comment = serializers.CharField()
+    thread_url = serializers.CharField()
+
+
+class ReportSerializer(serializers.Serializer):
+    """The review report of a project and period: what the page, its Markdown and CSV say."""
+
+    project = serializers.CharField(source="project.slug")
+    date_from = serializers.DateField(source="period.start")
+    date_to = serializers.DateField(source="period.end")
+    run_count = serializers.IntegerField()
+    runs = ReportBranchSerializer(many=True)
+    status_counts = serializers.DictField(child=serializers.IntegerField(), help_text="decisions by status")
+    decision_count = serializers.IntegerField()
+    untriaged = serializers.IntegerField(help_text="regressions still failing and undecided now")
+    median_time_to_fix_seconds = serializers.FloatField(allow_null=True)
+    decisions = ReportDecisionSerializer(many=True, help_text="every decision made, or still open, in the period")
+
+
 class ActivityQuery(serializers.Serializer):
     actor = serializers.CharField(required=False, max_length=150, help_text="a username, or `system`")
     eval_id = serializers.CharField(required=False, max_length=255)

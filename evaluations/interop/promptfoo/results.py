@@ -16,6 +16,8 @@ entry per test, prompt and provider (`testIdx`, `promptIdx`, `provider`, `prompt
   assertion under the criterion key the config reader gives it (`promptfoo_contains`,
   `promptfoo_contains_2`, ..., `promptfoo_llm_rubric`; an assert-set's assertions under
   `<set>.<type>`), each with promptfoo's pass, score, reason, weight and the assertion.
+- The tokens (`tokenUsage`: prompt, completion, total) and `cost` promptfoo recorded for the
+  provider's answer are the case's usage, summed per run like any other run's.
 - The provider is the run's model label and the prompt a tag (`promptfoo-prompt:<label>`).
 - Without a chosen eval set, the run's suite is found by the config's description, else created
   from the tests the file carries (their vars and assertions, the prompt template).
@@ -114,8 +116,9 @@ def _case(r: Reader, path: Path, entry: dict[str, Any], eval_id: str) -> Importe
         case.error = str(entry["error"])
     response = entry.get("response")
     output = response.get("output") if isinstance(response, dict) else None
-    case.output = AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": case.latency,
-                                              "turns": [{"final_response": output}] if response else []})
+    usage = _usage(r, entry, path, eval_id)
+    turns = [{"final_response": output, **({"usage": usage} if usage else {})}] if response or usage else []
+    case.output = AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": case.latency, "turns": turns})
     grading = entry.get("gradingResult")
     test: dict[str, Any] = entry["testCase"] if isinstance(entry.get("testCase"), dict) else {}
     threshold = test.get("threshold") if isinstance(test.get("threshold"), (int, float)) else None
@@ -135,6 +138,38 @@ def _case(r: Reader, path: Path, entry: dict[str, Any], eval_id: str) -> Importe
         return case
     _components(r, case, components, (*path, "gradingResult", "componentResults"))
     return case
+
+
+TOKEN_FIELDS = (("prompt", "prompt_tokens"), ("completion", "completion_tokens"), ("total", "total_tokens"))
+
+
+def _usage(r: Reader, entry: dict[str, Any], path: Path, eval_id: str) -> dict[str, Any]:
+    """The tokens and cost promptfoo recorded for the provider's answer: the entry's
+    `tokenUsage` and `cost`, else its response's (the tokens its assertions' graders spent
+    are under `tokenUsage.assertions`, not the agent's, and are left out)."""
+    response: dict[str, Any] = entry["response"] if isinstance(entry.get("response"), dict) else {}
+    usage: dict[str, Any] = {}
+    for holder, where in ((entry, path), (response, (*path, "response"))):
+        tokens = holder.get("tokenUsage")
+        if tokens is None or any(f in usage for _, f in TOKEN_FIELDS):
+            continue
+        if not isinstance(tokens, dict):
+            r.add((*where, "tokenUsage"), "expected an object of token counts", eval_id)
+            continue
+        for key, field in TOKEN_FIELDS:
+            value = r.number(tokens, key, (*where, "tokenUsage"), eval_id)
+            if value is not None and (value < 0 or value != int(value)):
+                r.add((*where, "tokenUsage", key), f"expected a whole number of tokens from 0, not {value:g}", eval_id)
+            elif value is not None:
+                usage[field] = int(value)
+    for holder, where in ((entry, path), (response, (*path, "response"))):
+        cost = r.number(holder, "cost", where, eval_id)
+        if cost is not None and cost < 0:
+            r.add((*where, "cost"), f"expected a cost from 0, not {cost:g}", eval_id)
+        elif cost is not None:
+            usage["cost_usd"] = cost
+            break
+    return usage
 
 
 def _components(r: Reader, case: ImportedCase, components: list[Any], path: Path) -> None:

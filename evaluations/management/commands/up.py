@@ -19,6 +19,7 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -86,6 +87,16 @@ def lower_priority(nice: int) -> None:
     os.nice(nice)
     with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as autogroup:
         autogroup.write(str(nice))
+
+
+def served_at(host: str, port: int) -> str:
+    """The address the web server answers on, as a link: a wildcard host (every interface) is
+    named by this machine's host name, an IPv6 address goes in brackets."""
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 - compared, not bound
+        host = socket.gethostname()
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
 
 
 def static_fingerprint(storage: str) -> str:
@@ -164,6 +175,10 @@ class Command(BaseCommand):
             env["EVALSITE_RUN_WINDOW"] = str(window)
             settings.EVALSITE_RUN_WINDOW = window  # this process's watchdog queues batches too
         url = f"http://{options['host']}:{options['port']}/"
+        links = os.environ.get("EVALSITE_BASE_URL", "")
+        if not links:  # notifications link to where this server answers, unless told otherwise
+            links = served_at(options["host"], options["port"])
+            env["EVALSITE_BASE_URL"] = settings.EVALSITE_BASE_URL = links
         web = Child("web", self._web_argv(options), env, nice=options["web_nice"])
         children = [web]
         for n in range(clusters):
@@ -182,7 +197,7 @@ class Command(BaseCommand):
         try:
             if not self._wait_healthy(url, web):
                 raise CommandError("the web server did not come up; see its output above")
-            self._print_banner(url, login_hint, options, clusters)
+            self._print_banner(url, login_hint, options, clusters, links)
             if options["team"]:
                 self._supervise(children, options, lambda: stopping)
             else:
@@ -310,7 +325,7 @@ class Command(BaseCommand):
 
     # --- Shared -----------------------------------------------------------------------------
 
-    def _print_banner(self, url: str, login_hint: str, options: dict[str, Any], clusters: int) -> None:
+    def _print_banner(self, url: str, login_hint: str, options: dict[str, Any], clusters: int, links: str) -> None:
         database = settings.DATABASES["default"]
         workers = settings.Q_CLUSTER["workers"] if options["cluster_workers"] is None else options["cluster_workers"]
         if not clusters:
@@ -328,6 +343,10 @@ class Command(BaseCommand):
             f"  database: {database['ENGINE'].rsplit('.', 1)[-1]} {database.get('NAME') or ''}\n"
             f"  task queue: {'redis' if settings.REDIS_URL else 'ORM broker'}, {queue}\n"
             f"  web server: gunicorn, {options['web_workers']} x {options['threads']} threads, {priority}\n"
+            f"  links in notifications: {links}"
+            + ("" if os.environ.get("EVALSITE_BASE_URL") else
+               " (EVALSITE_BASE_URL is not set: set it to the address people open, if that is another one)")
+            + "\n"
             "Press Ctrl+C to stop.\n"
         )
         self.stdout.flush()

@@ -32,7 +32,7 @@ from evaluations.models import (
     NotifyRule,
     Project,
 )
-from evaluations.notify import delivery, payloads, redact, services
+from evaluations.notify import delivery, events, payloads, redact, selectors, services
 from evaluations.web.views.common import current_project, enter_project
 
 LOG_PAGE = 50
@@ -110,11 +110,13 @@ def notify_settings(request: HttpRequest, slug: str) -> HttpResponse:
     """The project's rules and channels, each channel with its state (paused, failures in a
     row, last delivery): a few aggregate queries whatever the log's length."""
     project, is_admin = _project(request, slug)
-    rules = list(NotifyRule.objects.filter(project=project).prefetch_related("channels").select_related("evalset"))
+    rules = list(NotifyRule.objects.filter(project=project).prefetch_related("channels")
+                 .select_related("evalset", "owner"))
     names = dict(Monitor.objects.filter(project=project, pk__in={r.monitor_id for r in rules if r.monitor_id})
                  .values_list("pk", "name"))
     for r in rules:
         r.monitor_name = names.get(r.monitor_id or 0, "")  # type: ignore[attr-defined]
+        r.next_digest = events.digest_due(r) if r.kind == NotifyRule.Kind.DIGEST else None  # type: ignore[attr-defined]
     chans = list(NotifyChannel.objects.filter(project=project).annotate(
         last_at=Subquery(NotifyAttempt.objects.filter(channel=OuterRef("pk")).order_by("-at").values("at")[:1]),
         sent=_count(status="sent"), waiting=_count(status__in=["pending", "sending"]), failed=_count(status="failed")))
@@ -237,7 +239,25 @@ def notification_list(request: HttpRequest) -> HttpResponse:
                                    for text, link in payloads.lines_of(n.message.payload)]}
              for n in page.object_list]
     unread = Notification.objects.filter(user_id=int(request.user.pk or 0), read_at=None).count()
-    return render(request, "evaluations/notify/inbox.html", {"page": page, "items": items, "unread": unread})
+    mine = list(Project.objects.filter(memberships__user_id=int(request.user.pk or 0)).order_by("name", "pk"))
+    return render(request, "evaluations/notify/inbox.html", {
+        "page": page, "items": items, "unread": unread,
+        "personal": selectors.personal_rules(request.user, mine)})
+
+
+@login_required
+@require_POST
+def notification_personal(request: HttpRequest, slug: str) -> HttpResponse:
+    """"Notify me of my assignments and mentions" in a project (`action=on`), or stop your
+    own rules there (`action=off`)."""
+    project = get_object_or_404(Project.objects.filter(memberships__user_id=int(request.user.pk or 0)), slug=slug)
+    if request.POST.get("action") == "off":
+        services.personal_rules_disable(project=project, user=request.user)
+        messages.success(request, f"Your own notification rules in {project.name} are off.")
+    else:
+        services.personal_rules_enable(project=project, user=request.user)
+        messages.success(request, f"Cases assigned to you and your @mentions in {project.name} now come to you.")
+    return HttpResponseRedirect(reverse("notification_list"))
 
 
 @login_required

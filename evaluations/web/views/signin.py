@@ -102,17 +102,16 @@ def twofactor_verify(request: HttpRequest) -> HttpResponse:
         return render(request, "registration/twofactor_verify.html", context)
     form = CodeForm(request.POST)
     error = ""
-    if twofactor.throttled(user):
-        error = "Too many wrong codes: wait a few seconds and try again."
-    elif form.is_valid():
-        method = twofactor.second_factor_check(user=user, code=form.cleaned_data["code"])
-        if method is not None:
-            return HttpResponseRedirect(_finish_login(request, user, method))
-        error = "That code is not right (or was used already). Try the current one."
+    if form.is_valid():
+        check = twofactor.second_factor_verify(user=user, code=form.cleaned_data["code"])
+        if check.method is not None:
+            return HttpResponseRedirect(_finish_login(request, user, check.method))
+        error = twofactor.refusal(check)
+        reason = f"{check.kind} not checked: throttled" if check.wait_seconds else "wrong or reused code"
     else:
-        error = "Enter the code."
+        error = reason = "Enter the code."
     signin_record(request=request, user=user, method=f"{_first_factor(pending)} + second factor", ok=False,
-                  reason="wrong or reused code" if "not right" in error else error.rstrip("."))
+                  reason=reason.rstrip("."))
     return render(request, "registration/twofactor_verify.html", {**context, "form": form, "error": error},
                   status=400)
 
@@ -179,8 +178,10 @@ def twofactor_disable(request: HttpRequest) -> HttpResponse:
         context["error"] = "Superusers must keep a second factor here (EVALSITE_REQUIRE_2FA_SUPERUSERS)."
         return render(request, "registration/twofactor.html", context, status=400)
     code = str(request.POST.get("code", ""))
-    if twofactor.throttled(user) or twofactor.second_factor_check(user=user, code=code) is None:
-        context["error"] = "That code is not right: enter the current one from your app, or a recovery code."
+    check = twofactor.second_factor_verify(user=user, code=code)
+    if check.method is None:
+        context["error"] = (twofactor.refusal(check) if check.wait_seconds else
+                            "That code is not right: enter the current one from your app, or a recovery code.")
         return render(request, "registration/twofactor.html", context, status=400)
     twofactor.second_factor_disable(user=user, actor=user)
     messages.success(request, "The second factor is off: signing in asks for your password only.")
