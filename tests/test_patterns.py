@@ -16,11 +16,11 @@ from evaluations.patterns import PatternBoundExceeded, compile_bounded
 
 TEXTS = [
     "", "a", "abc", "The weather in Paris is sunny", "the cat sat on the mat.\n", "line one\nline two\n\nend",
-    "Zürich zürich café naïve", "İstanbul ıiIİ", "STRASSE straße ẞ", "Kelvin \u212a k K", "ΣΟΦΟΣ σοφος ς",
+    "Zürich zürich café naïve", "İstanbul \u0131iIİ", "STRASSE straße ẞ", "Kelvin \u212a k K", "ΣΟΦΟΣ σοφος ς",
     "東京の天気 2024", "Погода ПАРИЖ", "١٢٣ ٤٥ digits", "tab\there\x0bvt\x1cfs\x1dgs\x1erus\x1fus",
     "\u00a0nbsp\u2028ls\u2029ps\u3000ideo", "e\u0301 combining", "😀 emoji \U0001d49cbc", "\r\nwindows\r\n",
     "x_y well-known don't 1.5 — !! ?", "$^()[]{}.*+?|\\/", "aaaaaaaaaaaaaaaaaaaa!", "2024-11-05T10:20:30Z",
-    "user@example.com other@test.org", "ǅǆǄ ǈ ſ µ Μ ι ͅ ΐ", "ﬁne \uff12\uff10", "\U000f0001 private", "   \n",
+    "user@example.com other@test.org", "ǅǆǄ ǈ \u017f µ \u039c \u03b9 ͅ ΐ", "ﬁne \uff12\uff10", "\U000f0001 private", "   \n",
 ]
 
 ORDINARY = [
@@ -89,13 +89,13 @@ def test_a_single_character_item_matches_the_same_code_points(item: str) -> None
 
 
 def _random_pattern(rng: random.Random, depth: int = 0) -> str:
-    atoms = ["a", "b", "é", "K", "s", "ß", "ı", " ", r"\.", r"\d", r"\w", r"\s", r"\D", r"\W", r"\S", ".", "[a-c]",
+    atoms = ["a", "b", "é", "K", "s", "ß", "\u0131", " ", r"\.", r"\d", r"\w", r"\s", r"\D", r"\W", r"\S", ".", "[a-c]",
              "[^ab]", r"[\w.]", r"[^\s]", "[é-ü]", r"\b", "^", "$", r"\A", r"\Z", "東", "😀", r"\n", "(?i:k)"]
     parts = []
     for _ in range(rng.randint(1, 4)):
         if depth < 2 and rng.random() < 0.25:
             inner = "|".join(_random_pattern(rng, depth + 1) for _ in range(rng.randint(1, 3)))
-            atom = rng.choice(["(", "(?:", "(?P<g%d>" % rng.randint(0, 10**6)]) + inner + ")"
+            atom = rng.choice(["(", "(?:", f"(?P<g{rng.randint(0, 10**6)}>"]) + inner + ")"
         else:
             atom = rng.choice(atoms)
         if atom not in ("^", "$", r"\A", r"\Z", r"\b") and rng.random() < 0.4:
@@ -106,7 +106,7 @@ def _random_pattern(rng: random.Random, depth: int = 0) -> str:
 
 def test_random_patterns_from_ordinary_pieces_match_as_re_does() -> None:
     rng = random.Random(38)
-    pool = "abKkséß ıİ.\n東😀ſ1\t_"
+    pool = "abKkséß \u0131İ.\n東😀\u017f1\t_"
     compared = 0
     for _ in range(600):
         pattern = _random_pattern(rng)
