@@ -54,6 +54,7 @@ import re2
 FALLBACK_SECONDS = 0.5  # of one backtracking match, wall time
 FALLBACK_MAX_CHARS = 1_000_000  # of text a backtracking pattern is run on
 HELPER_MEMORY = 1 << 30  # the backtracking process's address space, bytes
+HELPER_START_SECONDS = 10.0  # for the helper process to start (not counted in a match's time)
 RE2_MAX_MEM = 32 << 20  # per compiled pattern; a program larger than this falls back
 
 MAX_CODE_POINT = 0x10FFFF
@@ -344,6 +345,8 @@ _HELPER = """
 import json, re, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 stdin, cache = sys.stdin.buffer, {}
+sys.stdout.write("ready\\n")
+sys.stdout.flush()
 for line in stdin:
     flags, full, pattern_bytes, text_bytes = json.loads(line)
     pattern = stdin.read(pattern_bytes).decode("utf-8", "surrogatepass")
@@ -387,7 +390,7 @@ class _Helper:
                         raise PatternBoundExceeded("the pattern could not be run: its helper process "
                                                    "does not start") from None
                     continue
-                line = self._answer(process)
+                line = self._answer(process, FALLBACK_SECONDS)
                 if line is None:
                     self._stop()
                     raise PatternBoundExceeded(
@@ -405,14 +408,18 @@ class _Helper:
             self._process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _HELPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, close_fds=True)
+            # Its start-up is not the pattern's time: the bound begins once it says it is ready.
+            if self._answer(self._process, HELPER_START_SECONDS) != b"ready\n":
+                self._stop()
+                raise PatternBoundExceeded("the pattern needs backtracking, and its helper process did not start")
         return self._process
 
     @staticmethod
-    def _answer(process: subprocess.Popen[bytes]) -> bytes | None:
-        """One line of the helper's answer, or None when it does not come in time."""
+    def _answer(process: subprocess.Popen[bytes], seconds: float) -> bytes | None:
+        """One line of the helper's answer, or None when it does not come within `seconds`."""
         assert process.stdout is not None
         fd = process.stdout.fileno()
-        deadline = time.monotonic() + FALLBACK_SECONDS
+        deadline = time.monotonic() + seconds
         chunks: list[bytes] = []
         while True:
             remaining = deadline - time.monotonic()

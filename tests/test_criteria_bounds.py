@@ -226,7 +226,8 @@ def test_an_answer_that_multiplies_a_recursive_schema_stops_at_the_budget_and_th
     assert run.status == "completed"
     shape = {s.result.case.eval_id: s for s in Score.objects.filter(
         run=run, criterion="shape", applies_to="conversation").select_related("result__case")}
-    assert "more than 50,000 keywords" in shape[outputs[0]["eval_id"]].error
+    stopped = shape[outputs[0]["eval_id"]].error  # at 50,000 keywords, or 2 s on a loaded machine
+    assert stopped.startswith("the validation ") and "(evalsite's bound)" in stopped
     assert shape[outputs[1]["eval_id"]].passed is True and shape[outputs[1]["eval_id"]].error == ""
     assert Score.objects.filter(run=run, criterion="answered", error="").count() == run.cases_total
 
