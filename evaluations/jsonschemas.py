@@ -49,8 +49,8 @@ from evaluations.patterns import PatternBoundExceeded, compile_bounded
 MAX_NODES = 20_000
 MAX_DEPTH = 64
 MAX_EXPANSION = 20_000
-MAX_STEPS = 50_000
-MAX_SECONDS = 2.0
+MAX_STEPS = 20_000
+MAX_SECONDS = 1.0
 MAX_MESSAGE = 300
 MAX_PROBLEMS = 5
 
