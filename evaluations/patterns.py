@@ -76,11 +76,16 @@ class PatternBoundExceeded(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """A match: where it is and what it matched (group 0)."""
+    """A match: where it is, what it matched (group 0) and its groups (None where a group
+    took no part), numbered as `re` numbers them."""
 
     start: int
     end: int
     text: str
+    groups: tuple[str | None, ...] = ()
+
+    def group(self, number: int = 0) -> str | None:
+        return self.text if number == 0 else self.groups[number - 1]
 
 
 class _NotRegular(Exception):
@@ -112,10 +117,6 @@ def _complement(ranges: Intervals) -> Intervals:
     return tuple(out)
 
 
-def _contains(ranges: Intervals, code: int) -> bool:
-    return any(lo <= code <= hi for lo, hi in ranges)
-
-
 @functools.cache
 def _categories() -> dict[tuple[str, bool], Intervals]:
     """The code points `\\d`, `\\s`, `\\w` and their negations match, ASCII or Unicode, as
@@ -140,8 +141,9 @@ _CATEGORY_ESCAPES = {
 @functools.cache
 def _case_candidates(ascii_only: bool) -> tuple[int, ...]:
     """Every code point whose match can change under IGNORECASE: the cased ones, what they
-    lowercase to, and `re`'s extra equivalences (dotless i, long s, the Kelvin sign, ...). Any other character
-    matches a class or literal under IGNORECASE exactly when it does without it."""
+    lowercase to, and `re`'s extra equivalences (dotless i, long s, the Kelvin sign, ...).
+    Any other character matches a class or literal under IGNORECASE exactly when it does
+    without it (the tests check every code point)."""
     if ascii_only:
         return tuple(range(ord("A"), ord("Z") + 1)) + tuple(range(ord("a"), ord("z") + 1))
     cased = [c for c in range(MAX_CODE_POINT + 1) if _sre.unicode_iscased(c)]
@@ -225,6 +227,9 @@ class _Translation:
     pieces: tuple[str | _Set, ...]
     needs_ascii_text: bool  # a Unicode `\b` / `\B`: RE2's is ASCII
     needs_no_final_newline: bool  # a `$` without MULTILINE
+    # No group inside a repeat: where one is, `re` and RE2 can keep different iterations in it
+    # (`re` keeps an empty last one), though the match itself is the same.
+    groups_exact: bool
 
     def render(self, swapped: bool) -> str:
         return "".join(p if isinstance(p, str) else _render_set(p.ranges, swapped) for p in self.pieces)
@@ -258,6 +263,8 @@ class _Translator:
         self.pieces: list[str | _Set] = []
         self.needs_ascii_text = False
         self.needs_no_final_newline = False
+        self.groups_exact = True
+        self._repeats = 0
 
     def emit(self, items: Sequence[tuple[Any, Any]], flags: int) -> None:
         out = self.pieces
@@ -274,16 +281,20 @@ class _Translator:
                     self.emit(alternative, flags)
                 out.append(")")
             elif op is sre.SUBPATTERN:
-                _group, add, remove, inner = av
+                group, add, remove, inner = av
+                if group is not None and self._repeats:
+                    self.groups_exact = False
                 if add & _TYPE_FLAGS:  # `(?a:...)` leaves Unicode, as `re` combines scoped flags
                     flags &= ~_TYPE_FLAGS
-                out.append("(?:")
+                out.append("(?:" if group is None else "(")  # groups numbered by their "(" in both
                 self.emit(inner, (flags | add) & ~remove)
                 out.append(")")
             elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
                 low, high, inner = av
                 out.append("(?:")
+                self._repeats += high is sre.MAXREPEAT or high > 1
                 self.emit(inner, flags)
+                self._repeats -= high is sre.MAXREPEAT or high > 1
                 out.append(")")
                 out.append(f"{{{low},}}" if high is sre.MAXREPEAT else f"{{{low},{high}}}")
                 if op is sre.MIN_REPEAT:
@@ -327,7 +338,8 @@ def _translate(compiled: re.Pattern[str]) -> _Translation | None:
         translator.emit(list(parsed), parsed.state.flags)
     except (_NotRegular, RecursionError):
         return None
-    return _Translation(tuple(translator.pieces), translator.needs_ascii_text, translator.needs_no_final_newline)
+    return _Translation(tuple(translator.pieces), translator.needs_ascii_text, translator.needs_no_final_newline,
+                        translator.groups_exact)
 
 
 def _re2_options() -> re2.Options:
@@ -356,7 +368,7 @@ for line in stdin:
             cache.clear()
         compiled = cache.get((pattern, flags)) or cache.setdefault((pattern, flags), re.compile(pattern, flags))
         found = (compiled.fullmatch if full else compiled.search)(text)
-        answer = [found.start(), found.end()] if found else None
+        answer = [found.span(i) for i in range(compiled.groups + 1)] if found else None
     except (MemoryError, RecursionError) as exc:
         answer = type(exc).__name__
     sys.stdout.write(json.dumps(answer) + "\\n")
@@ -372,7 +384,8 @@ class _Helper:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
 
-    def match(self, pattern: str, flags: int, text: str, full: bool) -> tuple[int, int] | None:
+    def match(self, pattern: str, flags: int, text: str, full: bool) -> list[tuple[int, int]] | None:
+        """The spans of group 0 and of each group, or None when there is no match."""
         # The texts as UTF-8 that keeps lone surrogates (promptfoo's UTF-16 code units) as they are.
         pattern_bytes, text_bytes = (t.encode("utf-8", "surrogatepass") for t in (pattern, text))
         request = b"".join([json.dumps([flags, full, len(pattern_bytes), len(text_bytes)]).encode() + b"\n",
@@ -400,7 +413,7 @@ class _Helper:
                 answer = json.loads(line)
                 if isinstance(answer, str):
                     raise PatternBoundExceeded(f"the pattern needs backtracking and ran out of memory ({answer})")
-                return None if answer is None else (answer[0], answer[1])
+                return None if answer is None else [(a, b) for a, b in answer]
         raise AssertionError("unreachable")
 
     def _started(self) -> subprocess.Popen[bytes]:
@@ -456,13 +469,15 @@ atexit.register(_helper.close)
 class BoundedPattern:
     """A user's pattern, compiled once: `search` and `fullmatch` as `re` has them, through RE2
     where it can say the pattern for this text, else through `re` in the helper process within
-    the bounds."""
+    the bounds. With `groups`, each match's groups are `re`'s too (a pattern with a group
+    inside a repeat then takes the helper); without, `Found.groups` may differ from them."""
 
-    def __init__(self, pattern: str, flags: int = 0) -> None:
+    def __init__(self, pattern: str, flags: int = 0, groups: bool = False) -> None:
         self.compiled = re.compile(pattern, flags)  # `re`'s errors, as before
         self.pattern = pattern
         self.flags = flags
-        self._translation = _translate(self.compiled)
+        translation = _translate(self.compiled)
+        self._translation = None if translation is None or (groups and not translation.groups_exact) else translation
         self._re2: dict[bool, Any] = {}
 
     @property
@@ -512,17 +527,22 @@ class BoundedPattern:
             match = program.fullmatch(subject) if full else program.search(subject)
             if match is None:
                 return None
-            start, end = match.span()
-            return Found(start, end, text[start:end])
+            return _found(text, [match.span(i) for i in range(self.compiled.groups + 1)])
         if len(text) > FALLBACK_MAX_CHARS:
             raise PatternBoundExceeded(
                 f"the pattern needs backtracking (RE2 cannot run it on this text), which evalsite runs on at most "
                 f"{FALLBACK_MAX_CHARS:,} characters; this text has {len(text):,}")
-        span = _helper.match(self.pattern, self.compiled.flags, text, full)
-        return None if span is None else Found(span[0], span[1], text[span[0]:span[1]])
+        spans = _helper.match(self.pattern, self.compiled.flags, text, full)
+        return None if spans is None else _found(text, spans)
+
+
+def _found(text: str, spans: Sequence[tuple[int, int]]) -> Found:
+    (start, end), groups = spans[0], spans[1:]
+    return Found(start, end, text[start:end], tuple(None if a < 0 else text[a:b] for a, b in groups))
 
 
 @functools.lru_cache(maxsize=256)
-def compile_bounded(pattern: str, flags: int = 0) -> BoundedPattern:
-    """The bounded form of `re.compile(pattern, flags)`; raises `re.error` as it does."""
-    return BoundedPattern(pattern, flags)
+def compile_bounded(pattern: str, flags: int = 0, groups: bool = False) -> BoundedPattern:
+    """The bounded form of `re.compile(pattern, flags)`; raises `re.error` as it does.
+    `groups`: the caller reads the groups of a match, not only where it is."""
+    return BoundedPattern(pattern, flags, groups)

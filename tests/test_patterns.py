@@ -37,18 +37,21 @@ ORDINARY = [
 ]
 
 
-def _same(found: patterns.Found | None, expected: re.Match[str] | None) -> None:
+def _same(found: patterns.Found | None, expected: re.Match[str] | None, groups: bool = False) -> None:
     assert (found is None) == (expected is None)
     if found is not None and expected is not None:
         assert (found.start, found.end, found.text) == (expected.start(), expected.end(), expected.group(0))
+        if groups:
+            assert found.groups == expected.groups()
 
 
 @pytest.mark.parametrize("pattern", ORDINARY)
 def test_every_ordinary_pattern_matches_as_re_does(pattern: str) -> None:
-    bounded = compile_bounded(pattern)
+    bounded, with_groups = compile_bounded(pattern), compile_bounded(pattern, groups=True)
     for text in TEXTS:
         _same(bounded.search(text), re.search(pattern, text))
         _same(bounded.fullmatch(text), re.fullmatch(pattern, text))
+        _same(with_groups.search(text), re.search(pattern, text), groups=True)
 
 
 @pytest.mark.parametrize("flags", [re.IGNORECASE, re.MULTILINE, re.DOTALL, re.ASCII, re.IGNORECASE | re.ASCII,
@@ -74,6 +77,12 @@ def test_ordinary_patterns_run_on_re2() -> None:
     assert compile_bounded(r"end$").engine_for("the end\n") == "backtracking"
     assert compile_bounded(r"(?m)end$").engine_for("the end\n") == "re2"
     assert compile_bounded(r"end\Z").engine_for("the end\n") == "re2"
+    # `re` keeps an empty last iteration in a repeated group, RE2 the last non-empty one: the
+    # match is the same, and a caller that reads groups gets `re`'s.
+    assert compile_bounded(r"(\S*)*").engine_for("ab") == "re2"
+    assert compile_bounded(r"(\S*)*", groups=True).engine_for("ab") == "backtracking"
+    assert compile_bounded(r"(\S*)*", groups=True).search("ab") == patterns.Found(0, 2, "ab", ("",))
+    assert compile_bounded(r"(\w+)@(\w+)", groups=True).engine_for("a@b") == "re2"
 
 
 @pytest.mark.parametrize("item", [r"\w", r"\W", r"\d", r"\s", r"\S", r".", r"(?s).", r"(?i)k", r"(?i)[a-z]",
@@ -115,11 +124,12 @@ def test_random_patterns_from_ordinary_pieces_match_as_re_does() -> None:
             python = re.compile(pattern, flags)
         except re.error:
             continue
-        bounded = compile_bounded(pattern, flags)
+        bounded, with_groups = compile_bounded(pattern, flags), compile_bounded(pattern, flags, groups=True)
         for _ in range(8):
             text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 12)))
             _same(bounded.search(text), python.search(text))
             _same(bounded.fullmatch(text), python.fullmatch(text))
+            _same(with_groups.search(text), python.search(text), groups=True)
             compared += 1
     assert compared > 3000
 
