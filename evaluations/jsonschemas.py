@@ -32,6 +32,8 @@ Past a bound, `SchemaBoundExceeded` says which; the caller records it as the sco
 from __future__ import annotations
 
 import contextvars
+import functools
+import json
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
@@ -94,7 +96,24 @@ _REFUSING = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
 
 
 def schema_problems(schema: Any) -> list[str]:
-    """Why `schema` cannot be saved as a criterion's JSON Schema ([] when it can)."""
+    """Why `schema` cannot be saved as a criterion's JSON Schema ([] when it can). Checked
+    again each time a stored config's options are read (once per case scored), so the answer
+    is kept per schema text: the meta-schema's check alone costs ~17 ms."""
+    if not isinstance(schema, (dict, bool)):
+        return [f"a JSON Schema is an object or a boolean, not {type(schema).__name__}"]
+    try:
+        text = json.dumps(schema, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return ["a JSON Schema is JSON"]
+    return list(_problems_of(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _problems_of(text: str) -> tuple[str, ...]:
+    return tuple(_problems(json.loads(text)))
+
+
+def _problems(schema: Any) -> list[str]:
     if not isinstance(schema, (dict, bool)):
         return [f"a JSON Schema is an object or a boolean, not {type(schema).__name__}"]
     nodes, depth = _size(schema)

@@ -51,7 +51,8 @@ def test_every_ordinary_pattern_matches_as_re_does(pattern: str) -> None:
     for text in TEXTS:
         _same(bounded.search(text), re.search(pattern, text))
         _same(bounded.fullmatch(text), re.fullmatch(pattern, text))
-        _same(with_groups.search(text), re.search(pattern, text), groups=True)
+        if with_groups.regular:  # else the groups are `re`'s own, from the helper
+            _same(with_groups.search(text), re.search(pattern, text), groups=True)
 
 
 @pytest.mark.parametrize("flags", [re.IGNORECASE, re.MULTILINE, re.DOTALL, re.ASCII, re.IGNORECASE | re.ASCII,
