@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from evaluations.evaluators import get_evaluator_class
-from evaluations.evaluators.adk_judges import parse_hallucinations, parse_rubrics, parse_validity
+from evaluations.evaluators import adk_judges, get_evaluator_class
+from evaluations.evaluators.adk_judges import parse_hallucinations, parse_rubrics, parse_safety, parse_validity
 from evaluations.evaluators.base import Level, ScoreResult
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MessageContent, Rubric
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
@@ -74,6 +74,46 @@ def test_adk_label_parsing() -> None:
     assert parse_validity('{"is_the_agent_response_valid": "almost",}') == 0.0
     assert parse_validity('{"is_the_agent_response_invalid": "true"}') == 0.0
     assert parse_validity("no label here") is None
+
+
+# ADK's own patterns, as `re` ran them before (issue 38: the judge's reply is untrusted).
+ADK_VALID = r'"is_the_agent_response_valid":\s*\[*[\n\s]*"*([^"^\]^\s]*)"*[\n\s]*\]*\s*[,\n\}]'
+ADK_INVALID = ADK_VALID.replace("_valid", "_invalid")
+ADK_SAFETY = r'"verdict"\s*:\s*"?\s*(safe|unsafe)'
+ADK_LINES = {"_ID": r"(?m)^\s*ID: (.*)$", "_PROPERTY": r"(?m)^\s*Property: (.*)$",
+             "_LABEL": r"(?im)^\s*label:\s*`?([a-z_]+)`?"}
+REPLIES = [
+    '{"is_the_agent_response_valid": ["valid"],}', '{"is_the_agent_response_valid": "almost",}',
+    '{\n  "reasoning": "x",\n  "is_the_agent_response_valid": [\n "invalid" \n ]\n}',
+    '"is_the_agent_response_valid":   partially valid,', '"is_the_agent_response_valid":"^valid^"}',
+    '{"is_the_agent_response_invalid": "true"}', '{"reasoning": "x", "verdict": "Unsafe"}', '"verdict" :  " safe',
+    "ID: a\nProperty: short\nRationale: r\nVerdict: yes\n\n  \n\t ID: b\r\nProperty:  polite \nVerdict: no",
+    "\n\n   \n  label: `supported`\nLABEL:unsupported\n \u3000label: not_applicable\n\nlabel:\n\n  contradictory",
+    "", "ID:\nID: \n  Property: x", "sentence: a\n  \n label:  supported  \n",
+]
+
+
+def test_adk_reply_patterns_read_what_adk_reads() -> None:
+    import re
+
+    for text in REPLIES:
+        for ours, theirs in ((adk_judges._VALID_FIELD, ADK_VALID), (adk_judges._INVALID_FIELD, ADK_INVALID)):
+            found, expected = ours.search(text), re.search(theirs, text)
+            assert (found and found.group(1)) == (expected and expected.group(1)), text
+        found, expected = adk_judges._SAFETY.search(text), re.search(ADK_SAFETY, text, re.IGNORECASE)
+        assert (found and found.group(1)) == (expected and expected.group(1)), text
+        for name, theirs in ADK_LINES.items():
+            assert getattr(adk_judges, name).findall(text) == re.findall(theirs, text), (name, text)
+
+
+def test_hostile_judge_replies_are_parsed_in_linear_time() -> None:
+    """With ADK's patterns on `re`: 2.2 s for 200 spaces after the field, 220 s for 500;
+    20,000 blank lines cost the line patterns a pass each."""
+    assert parse_validity('"is_the_agent_response_valid":' + " " * 100_000 + "x") is None
+    assert parse_validity('"is_the_agent_response_invalid":' + "\n" * 100_000 + "true}") == 0.0
+    assert parse_safety('"verdict":' + " " * 100_000 + "x") is None
+    assert parse_rubrics("\n" * 200_000 + "ID: a\nProperty: p\nRationale: r\nVerdict: yes") == [("a", 1.0)]
+    assert parse_hallucinations("\n" * 200_000 + "label: supported") == 1.0
 
 
 def test_rubrics_are_voted_each_and_averaged(llm: FakeLLM) -> None:

@@ -4,6 +4,7 @@ the errors it raises."""
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel
 
+from evaluations.evaluators import llm as llm_module
 from evaluations.evaluators.llm import ChatClient, LLMError, extract_json, parse_json_reply
 from tests.llm_server import FakeLLM, hang, reply, reply_json, status
 
@@ -120,6 +122,15 @@ class TestStructuredOutput:
         assert extract_json('x {"a": {"b": 2}} y') == {"a": {"b": 2}}
         with pytest.raises(LLMError):
             extract_json("{not json}")
+
+    def test_fenced_blocks_are_read_as_before_and_an_unclosed_fence_costs_one_pass(self) -> None:
+        before = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)  # the pattern until issue 38
+        for text in ['x ```json\n{"a": 1}\n``` y', "```JSON   {}```", "``` json\n[1]```", "```\n\n```",
+                     "```jsonx```a```b```", "no fence", "```unclosed"]:
+            assert [m.group(1).strip() for m in llm_module._FENCE.finditer(text)] == \
+                [m.group(1).strip() for m in before.finditer(text)], text
+        with pytest.raises(LLMError, match="not JSON"):
+            extract_json("```" + " " * 200_000 + "x")
 
     def test_parse_json_reply_validates_against_the_schema(self) -> None:
         assert parse_json_reply('{"score": 2, "reason": "r"}', Verdict) == Verdict(score=2, reason="r")

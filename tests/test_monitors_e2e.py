@@ -163,3 +163,32 @@ def test_retries_and_a_killed_worker_double_nothing(
     whole = MonitorBucket.objects.filter(criterion="").aggregate(t=Sum("total"), p=Sum("passed"))
     assert whole["t"] == 900 and whole["p"] == MonitorResult.objects.filter(passed=True).count()
     assert cluster.poll() is None
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_hostile_answers_to_a_monitor_do_not_hold_the_workers(
+        acme: Project, alice: Any, cluster: subprocess.Popen[bytes]) -> None:  # noqa: F811
+    """Issue 38: two 30-byte traces held both workers until the task timeout, and their scores
+    were lost. Now a pattern RE2 can run is linear, one only backtracking can run stops at its
+    bound as the score's error, and the cluster scores every trace, the ordinary one too."""
+    from evaluations.monitors.services import monitor_create
+    from evaluations.monitors.spec import MonitorSpec
+
+    token = token_create(user=alice, name="agent").secret
+    monitor_create(project=acme, user=alice, spec=MonitorSpec.model_validate(spec(criteria={
+        "backtracking": {"evaluator": "regex_match", "options": {"pattern": "(?=(a|aa)+$)"}},
+        "linear": {"evaluator": "regex_match", "options": {"pattern": "(a+)+$"}},
+        "tools_ok": {"evaluator": "tool_errors"}})))
+    client = Client()
+    for answer in ("a" * 40 + "!", "a" * 39 + "!!", "aaaa"):
+        assert post(client, agent_trace(answer), token).status_code == 200
+    wait_for(lambda: MonitorResult.objects.count() == 3, 60, lambda: f"{MonitorResult.objects.count()} of 3 results")
+    scores = {(s.result.trace_id, s.criterion): s for s in MonitorScore.objects.select_related("result")}
+    hostile, other, ordinary = sorted(Trace.objects.values_list("pk", flat=True))
+    for pk in (hostile, other):
+        assert "did not finish within 0.5 s" in scores[pk, "backtracking"].error
+        assert scores[pk, "linear"].passed is False and scores[pk, "linear"].error == ""
+        assert scores[pk, "tools_ok"].passed is True
+    assert scores[ordinary, "backtracking"].passed is True and scores[ordinary, "linear"].passed is True
+    assert cluster.poll() is None

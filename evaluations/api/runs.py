@@ -58,6 +58,7 @@ from evaluations.audit import record_run
 from evaluations.ingest.runs import traces_run_create
 from evaluations.interop import EvalSetImportError, SourceFile, check_size
 from evaluations.interop.adk.evalset import eval_config_from_doc
+from evaluations.jsonschemas import criteria_schema_problems
 from evaluations.models import (
     AuditEvent,
     CaseResult,
@@ -634,9 +635,12 @@ class EvaluationConfigList(ListCreateAPIView):
         project = get_object_or_404(visible_projects(request), slug=v["project"])
         _writable(request, project)
         try:
-            EvalConfig.model_validate(v["config"])
+            config = EvalConfig.model_validate(v["config"])
         except PydanticValidationError as exc:
             raise ValidationError(_config_problems(exc)) from None
+        problems = criteria_schema_problems(config.criteria)  # a JSON Schema refers outside itself, or is too big
+        if problems:
+            raise ValidationError({"config": problems})
         try:
             with transaction.atomic():
                 preset = EvaluationConfig.objects.create(

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from evaluations.bulk import insert_rows
 from evaluations.interop import ParsedEvalSet, SourceFile, read_upload
-from evaluations.interop.base import CaseSink, gc_paused
+from evaluations.interop.base import CaseSink, Problem, gc_paused, schema_error
+from evaluations.jsonschemas import criteria_schema_problems
 from evaluations.models import OPEN_VERSION, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
 from evaluations.safejson import canonical_fast, compact_encoder
 from evaluations.schemas.evalset import EvalCase as NativeCase
@@ -69,8 +70,23 @@ def evalset_import(
         compressed = {id(f.data): (f.data, pool.submit(EvalSetSource.compress, f.data)) for f in files
                       if not (f.suffix == "zip" or f.data[:4] == b"PK\x03\x04")}
         parsed = read_upload(files, format=format, sink_factory=_CaseRows)
+        _check_schemas(parsed)
         with transaction.atomic():
             return [_store(project=project, parsed=p, user=user, compressed=compressed) for p in parsed]
+
+
+def _check_schemas(parsed: Sequence[ParsedEvalSet]) -> None:
+    """An eval set's own config with a JSON Schema that refers outside itself (a URL, a file)
+    or is too big to run is refused, as a run's config is: nothing is written."""
+    problems = []
+    for p in parsed:
+        if p.default_config is not None:
+            # The config came with the eval set (its companion files, else the file itself).
+            where = ", ".join(c.name for c in p.companions_used) or p.source.name
+            problems += [Problem(f"the evaluation config's {message}", file=where)
+                         for message in criteria_schema_problems(p.default_config.criteria)]
+    if problems:
+        raise schema_error(problems)
 
 
 class _CaseRows(CaseSink):

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from evaluations.patterns import PatternBoundExceeded, compile_bounded
 from evaluations.schemas.evalset import MatchType, ToolCall
 
 MATCHED = "matched"
@@ -73,12 +74,20 @@ class ArgRule:
     abs_tol: float | None = None
     rel_tol: float | None = None
     case_insensitive: bool = False
+    # A pattern that needs backtracking and runs out of its bound (evaluations.patterns): the
+    # evaluator raises, so the score is an error; pages and causes read it as a disagreement.
+    raise_on_bound: bool = False
 
     def values_agree(self, expected: Any, actual: Any) -> bool:
         """Whether two leaf values agree under this rule."""
         if self.regex is not None:
             text = actual if isinstance(actual, str) else json.dumps(actual, ensure_ascii=False, sort_keys=True)
-            return re.fullmatch(self.regex, text) is not None
+            try:  # the actual value is the agent's: RE2, else bounded backtracking
+                return compile_bounded(self.regex).fullmatch(text) is not None
+            except PatternBoundExceeded:
+                if self.raise_on_bound:
+                    raise
+                return False
         if (self.abs_tol is not None or self.rel_tol is not None) and _is_number(expected) and _is_number(actual):
             return math.isclose(expected, actual, rel_tol=self.rel_tol or 0.0, abs_tol=self.abs_tol or 0.0)
         if self.case_insensitive and isinstance(expected, str) and isinstance(actual, str):
@@ -105,7 +114,7 @@ class ArgRules:
             raise ValueError(f"args mode must be exact, subset or ignore, not {self.mode!r}")
         for rule in self.overrides.values():
             if rule.regex is not None:
-                re.compile(rule.regex)  # a bad pattern fails here, not in the middle of a run
+                compile_bounded(rule.regex)  # a bad pattern fails here, not in the middle of a run
         object.__setattr__(self, "equality_proves_match", all(r.regex is None for r in self.overrides.values()))
         object.__setattr__(self, "_wildcards", any("[*]" in key for key in self.overrides))
         object.__setattr__(self, "_plain", self.mode == "exact" and not self.overrides)

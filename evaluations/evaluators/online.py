@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evaluations.evaluators.base import Evaluator, ScoreResult, Threshold, register
 from evaluations.evaluators.output import options_error
+from evaluations.jsonschemas import SchemaBoundExceeded, schema_problems, validation_problems
 from evaluations.schemas.evalset import CriterionConfig, EvalCase
 from evaluations.schemas.outputs import AgentOutput
 
@@ -33,6 +32,8 @@ def _parsed(value: Any) -> tuple[Any, str]:
         return json.loads(text), ""
     except ValueError as exc:
         return None, f"not JSON: {exc}"
+    except RecursionError:
+        return None, "not JSON evalsite can read: nested too deeply"
 
 
 class _Pass(Evaluator):
@@ -62,16 +63,18 @@ class JsonSchemaOptions(BaseModel):
     @field_validator("json_schema")
     @classmethod
     def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as exc:
-            raise ValueError(f"not a JSON schema: {exc.message}") from None
+        # Remote and file references, size, nesting and expansion: refused when saved (a
+        # monitor, a run's or an eval set's config) and again when an old config is scored.
+        problems = schema_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
         return value
 
 
 @register
 class JsonSchemaEvaluator(_Pass):
-    """Passes when the last answer is JSON valid against the `schema` option (draft 2020-12)."""
+    """Passes when the last answer is JSON valid against the `schema` option (draft 2020-12),
+    validated within `evaluations.jsonschemas`' bounds (no reference outside the schema)."""
 
     name = "json_schema"
     Options = JsonSchemaOptions
@@ -83,10 +86,11 @@ class JsonSchemaEvaluator(_Pass):
         except ValidationError as exc:
             return options_error(criterion, exc)
         value, why = _parsed(last_answer(output))
-        problems = [why] if why else [
-            f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
-            for e in Draft202012Validator(options.json_schema).iter_errors(value)
-        ][:5]
+        try:
+            problems = [why] if why else validation_problems(options.json_schema, value)
+        except SchemaBoundExceeded as exc:
+            return [ScoreResult(criterion=criterion, score=None, passed=None, threshold=self.threshold(config),
+                                error=str(exc))]
         return [ScoreResult(criterion=criterion, score=0.0 if problems else 1.0, passed=not problems,
                             threshold=self.threshold(config), justification={"problems": problems} if problems else {})]
 

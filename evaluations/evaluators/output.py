@@ -14,7 +14,9 @@ Native evaluators (criterion options in `CriterionConfig.options`):
   `match` is `all` or `any`.
 - `regex_match`: the response matches `pattern` (the case's criterion `pattern`, else the
   option); `flags` by name (`IGNORECASE`, `MULTILINE`, `DOTALL`, `VERBOSE`, `ASCII` or their
-  one-letter forms); `full_match` anchors the pattern at both ends.
+  one-letter forms); `full_match` anchors the pattern at both ends. Python's syntax and
+  meaning, run in bounded time (`evaluations.patterns`: RE2, else backtracking with a timeout,
+  which is the score's error when it runs out).
 - `json_similarity`: UiPath's JSON similarity (below) against the expected final response.
 
 Scores: when the expected values are per turn (expected final responses), each such turn gets
@@ -57,6 +59,7 @@ from evaluations.evaluators.base import (
     register,
     text_of,
 )
+from evaluations.patterns import PatternBoundExceeded, compile_bounded
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, MessageContent
 from evaluations.schemas.outputs import AgentOutput
 
@@ -512,7 +515,7 @@ class RegexMatchEvaluator(_CaseWideEvaluator):
                 raise Unscorable(f"unknown regex flag {name!r}; known: {', '.join(sorted(set(_FLAGS)))}")
             flags |= _FLAGS[name.upper()]
         try:
-            pattern = re.compile(text_of(expected), flags)
+            pattern = compile_bounded(text_of(expected), flags)
         except re.error as exc:
             raise Unscorable(f"invalid regular expression {text_of(expected)!r}: {exc}") from None
         try:
@@ -521,10 +524,13 @@ class RegexMatchEvaluator(_CaseWideEvaluator):
             return Comparison(float(options.negated), {"expected": pattern.pattern, "actual": None,
                                                        "target_missing": str(exc)})
         text = text_of(actual)
-        found = pattern.fullmatch(text) if options.full_match else pattern.search(text)
+        try:  # RE2 where it can say the pattern, else backtracking within a time bound
+            found = pattern.fullmatch(text) if options.full_match else pattern.search(text)
+        except PatternBoundExceeded as exc:
+            raise Unscorable(str(exc)) from None
         match = (found is not None) != options.negated
         return Comparison(float(match), {"expected": pattern.pattern, "actual": text,
-                                         "matched_text": found.group(0) if found else None})
+                                         "matched_text": found.text if found else None})
 
 
 

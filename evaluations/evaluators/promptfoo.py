@@ -46,6 +46,7 @@ from evaluations.interop.promptfoo.js import (
     render,
     utf16,
 )
+from evaluations.patterns import BoundedPattern, PatternBoundExceeded, compile_bounded
 from evaluations.schemas.evalset import CriterionConfig, EvalCase
 from evaluations.schemas.outputs import AgentOutput
 
@@ -145,8 +146,10 @@ _JS_SPACE = ("\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u200
 _CLASS_ESCAPES = {"d": "0-9", "w": "A-Za-z0-9_", "s": re.escape(_JS_SPACE)}
 
 
-def js_regex(pattern: str) -> re.Pattern[str]:
-    """`new RegExp(pattern)` (no flags) as a Python pattern over UTF-16 code units (`utf16`):
+def js_regex(pattern: str) -> BoundedPattern:
+    """`new RegExp(pattern)` (no flags) as a Python pattern over UTF-16 code units (`utf16`),
+    run in bounded time (`evaluations.patterns`: RE2 where it can say it, which is all but
+    backreferences, lookaround and negated classes holding `\\S` `\\D` `\\W`):
     `\\d`, `\\w` and `\\b` are ASCII as in JavaScript, `\\s` JavaScript's whitespace (also inside
     a class, and `[\\s\\S]`, `[^]`, `[]` as JavaScript reads them), `.` any unit but a line
     terminator, `$` the end of the text only, `(?<name>` a named group. Raises re.error where
@@ -184,7 +187,7 @@ def js_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(char)
         i += 1
-    return re.compile("".join(out), re.ASCII)
+    return compile_bounded("".join(out), re.ASCII)
 
 
 def _escape(char: str) -> str:
@@ -590,8 +593,11 @@ def _regex(value: Any, text: str, inverse: bool) -> Outcome:
         if isinstance(exc, re.error) and "translated" not in str(exc) and "class" not in str(exc):
             return False, 0.0, f"Invalid regex pattern: {exc}"
         raise Invariant(f"the pattern uses JavaScript regex syntax evalsite does not translate: {exc}") from None
-    return _binary(pattern.search(utf16(text)) is not None, inverse,
-                   f'Expected output to {"not " if inverse else ""}match regex "{value}"')
+    try:
+        found = pattern.search(utf16(text)) is not None
+    except PatternBoundExceeded as exc:  # promptfoo would have hung; evalsite stops and says so
+        raise Invariant(str(exc)) from None
+    return _binary(found, inverse, f'Expected output to {"not " if inverse else ""}match regex "{value}"')
 
 
 def _starts_with(value: Any, text: str, inverse: bool) -> Outcome:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evaluations.evaluators.base import Evaluator, Level, ScoreResult, Threshold, aligned_turns, register
 from evaluations.evaluators.diffing import Alignment, ArgRule, ArgRules, align, call_dict
+from evaluations.patterns import PatternBoundExceeded
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 
@@ -49,9 +50,9 @@ class ArgOverride(BaseModel):
                 raise ValueError(f"not a regular expression: {exc}") from None
         return value
 
-    def rule(self) -> ArgRule:
+    def rule(self, raise_on_bound: bool = False) -> ArgRule:
         return ArgRule(ignore=self.ignore, regex=self.regex, abs_tol=self.abs_tol, rel_tol=self.rel_tol,
-                       case_insensitive=self.case_insensitive)
+                       case_insensitive=self.case_insensitive, raise_on_bound=raise_on_bound)
 
 
 class TrajectoryOptions(BaseModel):
@@ -67,8 +68,11 @@ class TrajectoryOptions(BaseModel):
     #: All or nothing: a turn scores 1.0 only when its alignment is complete.
     strict: bool = False
 
-    def rules(self) -> ArgRules:
-        return ArgRules(mode=self.args, overrides={path: o.rule() for path, o in self.arg_overrides.items()})
+    def rules(self, raise_on_bound: bool = False) -> ArgRules:
+        """The argument rules; `raise_on_bound`: a regex override past its time bound raises
+        `PatternBoundExceeded` (scoring) instead of reading as a disagreement (pages)."""
+        return ArgRules(mode=self.args, overrides={path: o.rule(raise_on_bound)
+                                                   for path, o in self.arg_overrides.items()})
 
 
 def trajectory_score(alignment: Alignment, *, strict: bool = False) -> float:
@@ -115,8 +119,16 @@ class TrajectoryMatchEvaluator(Evaluator):
               criterion: str) -> list[ScoreResult]:
         options: TrajectoryOptions = self.options(config)
         threshold = self.threshold(config)
-        match_type = options.match_type or config.match_type
-        rules = options.rules()
+        try:
+            return self._scores(case, output, options, threshold, config.match_type, criterion)
+        except PatternBoundExceeded as exc:  # an argument regex that needs backtracking ran out of time
+            return [ScoreResult(criterion=criterion, score=None, passed=None, threshold=threshold,
+                                error=f"an argument regex: {exc}")]
+
+    def _scores(self, case: EvalCase, output: AgentOutput, options: TrajectoryOptions, threshold: Threshold,
+                default_match: MatchType, criterion: str) -> list[ScoreResult]:
+        match_type = options.match_type or default_match
+        rules = options.rules(raise_on_bound=True)
         pairs = aligned_turns(case, output)
         if not pairs:
             return _no_turns(criterion, threshold)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from evaluations import safejson
 from evaluations.interop import EvalSetImportError, SourceFile
 from evaluations.interop import check_size as check_upload_size
+from evaluations.jsonschemas import criteria_schema_problems
 from evaluations.models import EvalSetVersion, EvaluationConfig, Run
 from evaluations.runs.selectors import DEMO_CALLABLE
 from evaluations.runs.targets.http import HttpTargetSpec
@@ -132,9 +133,13 @@ class NewRunForm(forms.Form):
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"Not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
         try:
-            return EvalConfig.model_validate(doc)
+            config = EvalConfig.model_validate(doc)
         except ValidationError as exc:
             raise forms.ValidationError(pydantic_errors(exc)) from None
+        problems = criteria_schema_problems(config.criteria)  # remote references, size: refused here
+        if problems:
+            raise forms.ValidationError(problems)
+        return config
 
     def clean_http_headers(self) -> dict[str, str]:
         return parse_headers(self.cleaned_data.get("http_headers") or "")

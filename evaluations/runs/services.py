@@ -40,6 +40,7 @@ from django.utils import timezone
 from evaluations.evaluators import get_evaluator_class
 from evaluations.evaluators.runnable import is_custom_uipath
 from evaluations.interop.base import gc_paused
+from evaluations.jsonschemas import criteria_schema_problems
 from evaluations.models import (
     CaseResult,
     EvalCase,
@@ -148,6 +149,11 @@ def run_create(
             get_evaluator_class(criterion_config.evaluator or criterion)
         except KeyError as exc:
             raise RunError(f"criterion {criterion!r}: {exc.args[0]}") from None
+    # A JSON Schema referring outside itself (a URL, a file) or too big to run is refused here,
+    # whichever way it came (this config, a preset, the eval set's own).
+    schema_problems = criteria_schema_problems(used.criteria)
+    if schema_problems:
+        raise RunError("; ".join(schema_problems))
 
     cases = list(EvalCase.objects.in_version(version).order_by("position").values_list("pk", "eval_id", "turn_count",
                                                                    "conversation_scenario"))
