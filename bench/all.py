@@ -243,6 +243,18 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
                           sc["similarity_10k_s"] / sc["similarity_typical_s"]))
     figures.append(Figure("ANY_ORDER alignment, 500 calls", sc["any_order_500_s"], "s", "< 1 s",
                           sc["any_order_500_s"] / sc["any_order_typical_s"]))
+    print("members' patterns and schemas on hostile answers ...", flush=True)
+    pat = run_bench("patterns_bench.py", *(("--quick",) if sizes is QUICK else ()))
+    figures.append(Figure("regex_match, a typical pattern (RE2 with re's meaning)", pat["regex_typical_bounded_s"],
+                          "ms", "~ re's cost", pat["regex_typical_bounded_s"] / pat["regex_typical_re_s"]))
+    figures.append(Figure("regex_match (a+)+$ on 100k characters", pat["regex_hostile_bounded_100k_s"], "ms",
+                          "linear (re: 9.8 s on 25)"))
+    figures.append(Figure("a backtracking-only pattern, stopped at its bound", pat["regex_backtracking_to_bound_s"],
+                          "s", "<= 0.5 s bound + a process"))
+    figures.append(Figure("json_schema, a typical document", pat["schema_typical_bounded_s"], "ms", "",
+                          pat["schema_typical_bounded_s"] / pat["schema_typical_jsonschema_s"]))
+    figures.append(Figure("$defs doubling 19 times, refused when saved", pat["schema_doubling_refused_s"], "ms",
+                          "was 13.8 s to validate"))
     n = sizes["otlp_refusal_spans"]
     print(f"OTLP refusal benchmark (one export of {n} spans over the budget)...", flush=True)
     refusal = run_bench("otlp_refusal_bench.py", "--spans", str(n))
