@@ -233,6 +233,11 @@ EVALSITE_OTLP_MAX_DECOMPRESSED_BYTES = env_int("EVALSITE_OTLP_MAX_DECOMPRESSED_B
 EVALSITE_OTLP_SPANS_PER_MINUTE = env_int("EVALSITE_OTLP_SPANS_PER_MINUTE", 600_000)
 EVALSITE_OTLP_MAX_INFLIGHT = env_int("EVALSITE_OTLP_MAX_INFLIGHT", 4)
 EVALSITE_TRACES_DEADLINE_SECONDS = env_int("EVALSITE_TRACES_DEADLINE_SECONDS", 3600)
+# Monitors (docs/monitors.md): a received trace still waiting for its trace monitors this long
+# after it was stored is scored by the sweep (its task was lost, or is that late).
+EVALSITE_MONITOR_SWEEP_GRACE_SECONDS = env_int("EVALSITE_MONITOR_SWEEP_GRACE_SECONDS", 30)
+# Idempotency-Key (docs/api.md): how long the first answer to a key is kept and replayed.
+EVALSITE_IDEMPOTENCY_SECONDS = env_int("EVALSITE_IDEMPOTENCY_SECONDS", 24 * 3600)
 # Custom evaluators: dotted paths of Evaluator classes (see evaluations/evaluators/base.py).
 EVALSITE_EVALUATORS = env_list("EVALSITE_EVALUATORS", [])
 # Who creates projects (the New project page, POST /api/v1/projects/): "superusers", or

@@ -57,10 +57,19 @@ def notify_events(event_ids: list[int]) -> int:
 
     return events.process(event_ids)
 def monitor_traces(trace_pks: list[int]) -> int:
-    """Issue 31: the monitors of these received traces' projects score them (once per version)."""
-    from evaluations.monitors.scoring import score_traces
+    """Issue 31: the monitors of these received traces' projects score those still pending
+    (once per version); the sweep below does it if this task is lost."""
+    from evaluations.monitors.pending import pending_score
 
-    return score_traces(trace_pks)
+    return pending_score(trace_pks)
+
+
+def monitor_pending_sweep() -> dict[str, int]:
+    """Every minute: the received traces whose scoring task was lost (or is late) are scored."""
+    from evaluations.monitors.pending import pending_sweep
+
+    swept = pending_sweep()
+    return {"traces": swept.traces, "results": swept.results, "left": swept.left}
 
 
 def monitor_threads_sweep() -> int:
