@@ -20,9 +20,13 @@ def run_batch(run_id: int, first_pk: int, last_pk: int, batch_id: int | None = N
 
 
 def resume_stalled_runs() -> list[int]:
-    """Every minute: runs whose work stopped, and runs of received traces past a deadline
-    whose schedule was lost."""
-    return runs.resume_stalled_runs() + traces_runs.traces_runs_overdue()
+    """Every minute: batches the broker refused or lost, runs whose work stopped, and runs of
+    received traces past a deadline whose schedule was lost; and the Idempotency-Key answers
+    older than a day are forgotten."""
+    from evaluations.api.idempotency import idempotency_sweep
+
+    idempotency_sweep()
+    return sorted(set(runs.lost_work_resume()) | set(runs.resume_stalled_runs())) + traces_runs.traces_runs_overdue()
 
 
 def traces_run_deadline(run_id: int) -> int:
