@@ -52,6 +52,26 @@ def marks_end(pid: int) -> None:
     shutil.rmtree(marks_dir(pid), ignore_errors=True)
 
 
+def on_worker_started(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
+    """django-q2's `post_spawn` (sent by workers only), in a new worker: its pid, for an
+    operator (and the tests)."""
+    where = os.environ.get(ENV)
+    if where:
+        with contextlib.suppress(OSError):
+            Path(where, f"worker-{os.getpid()}").touch()
+
+
+def cluster_workers(pid: int) -> list[int]:
+    """The live worker processes of the cluster whose main process is `pid`."""
+    found = []
+    with contextlib.suppress(OSError):
+        for mark in marks_dir(pid).glob("worker-*"):
+            worker = int(mark.name.removeprefix("worker-") or 0)
+            if worker and _alive(worker):
+                found.append(worker)
+    return sorted(found)
+
+
 def on_task_taken(sender: Any = None, **kwargs: Any) -> None:
     """django-q2's `pre_execute`, in the worker: this cluster took a task; the worker is busy."""
     where = os.environ.get(ENV)

@@ -72,10 +72,13 @@ class Command(DjangoQCommand):
         cluster = Cluster()
         deadline = float(settings.EVALSITE_QCLUSTER_STOP_SECONDS)
         stopping = threading.Event()
+        forcing = threading.Event()
+        threads: list[threading.Thread] = []
 
         def force_stop() -> None:
             if stopping.wait(deadline):
                 return
+            forcing.set()
             killed = _kill_tree(me)
             try:
                 runs = batches_of_workers_requeue(killed)
@@ -89,9 +92,9 @@ class Command(DjangoQCommand):
             os._exit(0)
 
         def on_signal(signum: int, frame: Any) -> None:
-            if not getattr(on_signal, "heard", False):
-                on_signal.heard = True  # type: ignore[attr-defined]
-                threading.Thread(target=force_stop, daemon=True, name="qcluster-stop-deadline").start()
+            if not threads:
+                threads.append(threading.Thread(target=force_stop, daemon=True, name="qcluster-stop-deadline"))
+                threads[0].start()
                 cluster.sig_handler(signum, frame)  # blocks until the cluster stops (or the deadline)
                 stopping.set()
 
@@ -103,6 +106,8 @@ class Command(DjangoQCommand):
                 cluster.stop()
             while cluster.sentinel is not None and cluster.sentinel.is_alive():
                 time.sleep(0.5)
+            if forcing.is_set():
+                threads[0].join(30)  # it queues the killed workers' batches again, then exits
         finally:
             marks_end(me)
 
