@@ -3,11 +3,13 @@
 An idle worker killed with SIGKILL can leave its cluster's task queue locked: the cluster
 takes no task again, and its own stop waits for workers that never hear it. Each cluster
 started by evalsite's `qcluster` (evaluations/management/commands/qcluster.py) keeps marks in
-`EVALSITE_DATA_DIR/clusters/<its pid>/`: `started`, `taken` (touched each time one of its
-workers takes a task) and `busy-<worker pid>` (while that worker runs one). A cluster is
+`EVALSITE_DATA_DIR/clusters/<its pid>/`: `started`, `worker-<pid>` (touched when that worker is
+ready for work, after its imports), `taken` (touched each time one of its workers takes a
+task) and `busy-<worker pid>` (while that worker runs one). A cluster is
 **hung** when, for `EVALSITE_CLUSTER_HUNG_SECONDS`, tasks waited (in the broker, or a run's
 batch handed to the broker and taken by no worker) while it took none and none of its workers
-was busy: a healthy cluster with a free worker takes a waiting task within a second.
+was busy, counted from when its newest worker was ready: a healthy cluster with a free worker
+takes a waiting task within a second.
 
 `manage.py up --team` looks every watchdog tick and restarts a hung cluster;
 `manage.py clustercheck` does the same look for systemd (docs/team-server.md).
@@ -109,27 +111,34 @@ def _alive(pid: int) -> bool:
 @dataclass
 class ClusterState:
     pid: int
-    started: float
+    ready: float | None  # when its newest live worker was ready for work (None: none is yet)
     last_taken: float | None
     busy: bool
 
     def idle_for(self, now: float) -> float:
-        return now - max(self.started, self.last_taken or 0.0)
+        """How long it has had a worker ready and taken no task (0 while none is ready: a
+        starting cluster imports for seconds before it can take anything)."""
+        if self.ready is None:
+            return 0.0
+        return now - max(self.ready, self.last_taken or 0.0)
 
 
 def cluster_state(pid: int) -> ClusterState | None:
     where = marks_dir(pid)
-    started = _mtime(where / "started")
-    if started is None:
+    if _mtime(where / "started") is None:
         return None
-    busy = False
+    busy, ready = False, None
     with contextlib.suppress(OSError):
         for mark in where.glob("busy-*"):
             worker = int(mark.name.removeprefix("busy-") or 0)
             if worker and _alive(worker):
                 busy = True
-                break
-    return ClusterState(pid, started, _mtime(where / "taken"), busy)
+        for mark in where.glob("worker-*"):
+            worker = int(mark.name.removeprefix("worker-") or 0)
+            at = _mtime(mark)
+            if worker and at is not None and _alive(worker):
+                ready = at if ready is None else max(ready, at)
+    return ClusterState(pid, ready, _mtime(where / "taken"), busy)
 
 
 def local_clusters() -> list[int]:

@@ -139,7 +139,8 @@ def test_redis_restarted_empty_mid_run_and_mid_export_loses_and_doubles_nothing(
         wait_for(lambda: Run.objects.get(pk=run["id"]).cases_done >= 300, 60,
                  lambda: f"no progress\n{server.tail()}", interval=0.05)
         own_redis.kill()  # the broker's queue and the cache are gone
-        during = api.create_run(evalset=evalset_id, outputs=outputs[:500], config={"criteria": CRITERIA})
+        during = api.create_run(evalset=evalset_id, outputs=outputs[:500], config={"criteria": CRITERIA},
+                                eval_ids=[o["eval_id"] for o in outputs[:500]])
         time.sleep(5)
         own_redis.start()  # empty
         back = time.monotonic()
