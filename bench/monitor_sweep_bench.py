@@ -62,7 +62,7 @@ def _seed(project_id: int, count: int) -> float:
         for first in range(0, count, step):
             n = min(step, count - first)
             cursor.execute(
-                f"WITH RECURSIVE seq(i) AS (SELECT %s UNION ALL SELECT i + 1 FROM seq WHERE i < %s) "  # noqa: S608
+                f"WITH RECURSIVE seq(i) AS (SELECT %s UNION ALL SELECT i + 1 FROM seq WHERE i < %s) "
                 f"INSERT INTO {table} (project_id, trace_id, thread_id, name, start_ns, end_ns, received, "
                 "received_at, service_name, eval_id, span_count, error_count, complete, resource, end_user, "
                 "environment) SELECT %s, printf('%%032x', i), '', 'agent', i * 1000, i * 1000 + 500, 1, "

@@ -212,13 +212,14 @@ class MonitorStats(APIView):
         since = (timezone.now() - timedelta(hours=params["hours"])).replace(minute=0, second=0, microsecond=0)
         s = stats.summary(monitor, since=since, step=params["step"], environment=params["environment"],
                           end_user=params["end_user"])
-        body = {"version": monitor.version, "total": s.total, "passed": s.passed, "pass_rate": s.pass_rate,
+        waiting = pending_waiting(monitor.project_id)
+        body: dict[str, Any] = {
+                "version": monitor.version, "total": s.total, "passed": s.passed, "pass_rate": s.pass_rate,
                 "traces": s.traces, "tokens": s.tokens, "cost": s.cost, "latency_p50": s.p50, "latency_p95": s.p95,
                 "criteria": {k: {"passed": v[0], "total": v[1], "mean_score": v[2]} for k, v in s.criteria.items()},
                 "points": [{"at": p.at, "total": p.total, "passed": p.passed, "pass_rate": p.pass_rate,
                             "traces": p.traces, "tokens": p.tokens, "cost": p.cost, "criteria": p.criteria}
                            for p in s.points]}
-        waiting = pending_waiting(monitor.project_id)
         body.update(pending=waiting.count, pending_since=waiting.oldest)
         return Response(StatsSerializer(body).data)
 

@@ -97,7 +97,7 @@ class Exporter(threading.Thread):
                         self.final[response.status_code] += 1
                         break
                     time.sleep(self.pause)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:
             self.error = exc
 
 
@@ -191,7 +191,7 @@ def test_scoring_workers_killed_and_database_backends_terminated_mid_export_lose
         exporter.start()
         poller.start()
         for round_ in range(3):
-            wait_for(lambda: Trace.objects.filter(project=project).count() >= 300 * (round_ + 1), 120,
+            wait_for(lambda n=300 * (round_ + 1): Trace.objects.filter(project=project).count() >= n, 120,
                      lambda: f"ingest stalled\n{server.tail()}", interval=0.1)
             # The workers scoring right now (a busy mark), killed outright: their task is lost with them.
             deadline = time.monotonic() + 3
@@ -263,7 +263,7 @@ def test_a_cluster_hung_by_a_killed_idle_worker_stops_on_sigterm_and_is_found_an
         _hang(server, main)
     before = server.log().count(" is hung: ")
 
-    project, api, _, outputs, evalset_id = _setup(server, 600)
+    _, api, _, outputs, evalset_id = _setup(server, 600)
     try:
         run = api.create_run(evalset=evalset_id, outputs=outputs, config={"criteria": CRITERIA})
         final = Progress(api, run["id"]).wait({"completed", "failed", "cancelled"}, BOUND, server.tail)
