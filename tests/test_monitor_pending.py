@@ -152,3 +152,44 @@ def test_the_monitor_page_and_its_stats_say_how_many_traces_wait(acme: Project, 
     assert ">3<" in page.split('data-testid="monitor-waiting"')[1][:300]
     monitor_traces(list(MonitorPending.objects.values_list("trace_id", flat=True)))
     assert client.get(f"/api/v1/monitors/{monitor.pk}/stats/").json()["pending"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_monitor_save_waits_for_an_ingest_that_read_no_monitor(acme: Project, alice: Any) -> None:
+    """The ingest read "no monitor" inside its transaction: the save cannot commit between that
+    read and the ingest's commit (it waits on the project's row), so no trace committed after
+    the save goes unscored."""
+    import threading
+
+    from django.db import connection, transaction
+
+    [pk] = [Trace.objects.create(project=acme, trace_id="ab" * 16, received=True, complete=True).pk]
+    read, release, saved = threading.Event(), threading.Event(), threading.Event()
+
+    def ingest() -> None:
+        try:
+            with transaction.atomic():
+                assert pending.pending_record(acme.pk, [pk]) is False  # no monitor yet
+                read.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def save() -> None:
+        try:
+            read.wait(10)
+            make(acme, alice)
+            saved.set()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ingest), threading.Thread(target=save)]
+    for thread in threads:
+        thread.start()
+    assert read.wait(10)
+    assert not saved.wait(1.0)  # the save waits for the ingest's transaction
+    release.set()
+    for thread in threads:
+        thread.join(20)
+    assert saved.is_set()
+    assert pending.pending_record(acme.pk, [pk]) is True  # the next ingest sees the monitor
