@@ -62,7 +62,7 @@ class TeamServer:
             argv += ["--broker", "orm"]  # REDIS_URL stays set: `up` must start itself again without it
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 180  # a cold collectstatic on a loaded 2-core machine takes a while
         while "Press Ctrl+C" not in self.log():
             assert self.proc.poll() is None, f"up --team exited:\n{self.log()}"
             assert time.monotonic() < deadline, f"up --team did not come up:\n{self.log()}"
