@@ -131,6 +131,16 @@ class Waiting:
     count: int
     oldest: datetime | None
 
+    @property
+    def age(self) -> str:
+        """How long the oldest has waited, for the page: "12 s", "3 min", "2 h"."""
+        if self.oldest is None:
+            return ""
+        seconds = max(0, int((timezone.now() - self.oldest).total_seconds()))
+        if seconds < 120:
+            return f"{seconds} s"
+        return f"{seconds // 60} min" if seconds < 7200 else f"{seconds // 3600} h"
+
 
 def pending_waiting(project_id: int) -> Waiting:
     """The project's traces waiting for its trace monitors, and since when the oldest waits."""
