@@ -49,10 +49,12 @@ DOCS = REPO / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench-figures:begin -->", "<!-- bench-figures:end -->"
 FULL = {"import": 10_000, "import_runs": 3, "engine": 10_000, "growth": [1_000, 10_000, 100_000], "repeat": 5,
         "results_import": 10_000, "otlp_requests": 60, "deletion": 10_000, "review": 10_000, "causes": 100_000,
-        "wide_csv_rows": 5_000, "fairness_cases": 2_000, "otlp_refusal_spans": 1_000_000, "recovery_lease": 15}
+        "wide_csv_rows": 5_000, "fairness_cases": 2_000, "otlp_refusal_spans": 1_000_000, "recovery_lease": 15,
+        "sweep_traces": 1_000_000, "memory_cases": 100_000, "memory_evalset_cases": 14_000}
 QUICK = {"import": 1_000, "import_runs": 1, "engine": 1_000, "growth": [200, 2_000], "repeat": 3,
          "results_import": 1_000, "otlp_requests": 12, "deletion": 1_000, "review": 500, "causes": 1_000,
-         "wide_csv_rows": 1_000, "fairness_cases": 500, "otlp_refusal_spans": 100_000, "recovery_lease": 6}
+         "wide_csv_rows": 1_000, "fairness_cases": 500, "otlp_refusal_spans": 100_000, "recovery_lease": 6,
+         "sweep_traces": 100_000, "memory_cases": 5_000, "memory_evalset_cases": 2_000}
 
 
 @dataclass
@@ -269,6 +271,24 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     page, worst = max(mon["page_growth"].items(), key=lambda kv: kv[1])  # 15 monitor and trace pages
     figures.append(Figure(f"monitor and trace pages, worst growth per 10x stored traces ({page})", worst, "x",
                           "<= 1.5x (1M: bench/monitors_bench.py --pages 10000,1000000)"))
+    n = sizes["memory_cases"]
+    print(f"memory benchmark (a ~50 MB eval set upload, a {n}-case outputs upload and run)...", flush=True)
+    mem = run_bench("memory_bench.py", "--evalset-cases", str(sizes["memory_evalset_cases"]), "--cases", str(n),
+                    scratch=True)
+    figures.append(Figure(f"gunicorn worker, {mem['evalset_mb']:.0f} MB eval set upload, peak RSS",
+                          mem["evalset_peak_mb"], "MB", "< 400 MB", mem["evalset_peak_mb"] / mem["web_floor_mb"]))
+    figures.append(Figure(f"gunicorn worker, {_size(n)}-case outputs upload, peak RSS", mem["outputs_peak_mb"], "MB",
+                          "< 400 MB", mem["outputs_peak_mb"] / mem["web_floor_mb"]))
+    figures.append(Figure(f"qcluster evaluating a {_size(n)}-case run, peak RSS", mem["run_peak_mb"], "MB",
+                          "< 400 MB", mem["run_peak_mb"] / mem["cluster_floor_mb"]))
+    n = sizes["sweep_traces"]
+    print(f"monitors' pending sweep benchmark ({n} stored traces)...", flush=True)
+    sweep = run_bench("monitor_sweep_bench.py", "--traces", str(n), "--lost", "1000", scratch=True)
+    figures.append(Figure(f"pending sweep, idle, {_size(n)} stored traces, a minute of looks",
+                          sweep["idle_per_minute_ms"] / 1000, "ms", "< 50 ms a minute",
+                          sweep["idle_call_ms"] / sweep["floor_count_ms"]))
+    figures.append(Figure("a lost task's 1k traces scored by the sweep", sweep["sweep_seconds"], "s",
+                          "about the task's time", sweep["sweep_ratio"]))
     n = sizes["fairness_cases"]
     print(f"queue fairness benchmark ({n}-case run behind a 24-batch agent run)...", flush=True)
     fair = run_bench("fairness_bench.py", "--cases", str(n))

@@ -87,10 +87,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc as local static files (no CDN)
     "django_htmx",
+    # Before django_q: evalsite's `manage.py qcluster` (stops within seconds, watched for hangs)
+    # is the one that runs.
+    "evaluations",
     "django_q",
     "axes",
     "csp",
-    "evaluations",
 ]
 
 MIDDLEWARE = [
@@ -214,6 +216,13 @@ if CACHE_URL:
 # its pending work is re-enqueued (see evaluations/runs/services.py).
 EVALSITE_BATCH_SIZE = env_int("EVALSITE_BATCH_SIZE", 250)
 EVALSITE_LEASE_SECONDS = env_int("EVALSITE_LEASE_SECONDS", 180)
+# The watchdog (docs/operations.md): how often `up --team` and `manage.py watchdog` look for
+# lost work and hung clusters; a cluster that took no task for this long while tasks waited,
+# with no worker busy, is hung and restarted; a qcluster not stopped this long after SIGTERM
+# is killed (its batches queued again at once).
+EVALSITE_WATCHDOG_SECONDS = env_float("EVALSITE_WATCHDOG_SECONDS", 5.0)
+EVALSITE_CLUSTER_HUNG_SECONDS = env_float("EVALSITE_CLUSTER_HUNG_SECONDS", 20.0)
+EVALSITE_QCLUSTER_STOP_SECONDS = env_float("EVALSITE_QCLUSTER_STOP_SECONDS", 10.0)
 # Fair share of the queue (evaluations/runs/queue.py): batches of one run in the broker at a
 # time (default: twice a cluster's workers, so each worker has the next batch at hand as it
 # ends one; `up --team` counts every cluster), and how long a batch works before it yields
@@ -233,6 +242,11 @@ EVALSITE_OTLP_MAX_DECOMPRESSED_BYTES = env_int("EVALSITE_OTLP_MAX_DECOMPRESSED_B
 EVALSITE_OTLP_SPANS_PER_MINUTE = env_int("EVALSITE_OTLP_SPANS_PER_MINUTE", 600_000)
 EVALSITE_OTLP_MAX_INFLIGHT = env_int("EVALSITE_OTLP_MAX_INFLIGHT", 4)
 EVALSITE_TRACES_DEADLINE_SECONDS = env_int("EVALSITE_TRACES_DEADLINE_SECONDS", 3600)
+# Monitors (docs/monitors.md): a received trace still waiting for its trace monitors this long
+# after it was stored is scored by the sweep (its task was lost, or is that late).
+EVALSITE_MONITOR_SWEEP_GRACE_SECONDS = env_int("EVALSITE_MONITOR_SWEEP_GRACE_SECONDS", 30)
+# Idempotency-Key (docs/api.md): how long the first answer to a key is kept and replayed.
+EVALSITE_IDEMPOTENCY_SECONDS = env_int("EVALSITE_IDEMPOTENCY_SECONDS", 24 * 3600)
 # Custom evaluators: dotted paths of Evaluator classes (see evaluations/evaluators/base.py).
 EVALSITE_EVALUATORS = env_list("EVALSITE_EVALUATORS", [])
 # Who creates projects (the New project page, POST /api/v1/projects/): "superusers", or

@@ -21,6 +21,14 @@ class EvaluationsConfig(AppConfig):
         from django_q.signals import post_spawn
 
         post_spawn.connect(_warm_worker, dispatch_uid="evalsite-warm-worker")
+        # The marks the hang watch reads (evaluations/management/clusters.py).
+        from django_q.signals import post_execute_in_worker, pre_execute
+
+        from evaluations.management.clusters import on_task_done, on_task_taken, on_worker_started
+
+        pre_execute.connect(on_task_taken, dispatch_uid="evalsite-task-taken")
+        post_execute_in_worker.connect(on_task_done, dispatch_uid="evalsite-task-done")
+        post_spawn.connect(on_worker_started, dispatch_uid="evalsite-worker-started")
 
         # Notification rules hear of runs finished, triage assigned and comments through the
         # activity feed (evaluations/notify/events.py), so no other package imports notify.

@@ -72,6 +72,7 @@ __all__ = [
 USER_AGENT = "evalsite-client/1"
 API = "/api/v1/"
 TOKEN_ENV = "EVALSITE_TOKEN"
+CREATE_RETRY_PAUSES = (1.0, 2.0, 4.0)  # seconds between the tries of a creating request (`Client.create`)
 # Results that are not a pass: what `RunResult.failures` lists (not_runnable cases need a
 # user simulator; they are reported, never counted as failures).
 FAILED_STATUSES = ("failed", "error", "missing")
@@ -474,14 +475,31 @@ class Client:
         """A site URL for a path the API returned or a page path (`/runs/3/`)."""
         return path if path.startswith(("http://", "https://")) else self.server + path
 
+    def create(self, path: str, *, json_body: Any = None, body: bytes | None = None, content_type: str = "") -> Any:
+        """POST something to create (a run, an upload) once: with an `Idempotency-Key` that stays
+        the same across retries, sent again after a dropped connection or a 502/503/504
+        (CREATE_RETRY_PAUSES); the server answers a retry of a request it did with the first answer."""
+        key = secrets.token_hex(16)
+        for pause in (*CREATE_RETRY_PAUSES, None):
+            try:
+                return self.request("POST", path, json_body=json_body, body=body, content_type=content_type,
+                                    headers={"Idempotency-Key": key})
+            except ClientError as exc:
+                retriable = isinstance(exc, ServerUnreachable) or exc.status in {502, 503, 504}
+                if pause is None or not retriable:
+                    raise
+                time.sleep(pause)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
     def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json_body: Any = None,
-                body: bytes | None = None, content_type: str = "", into: IO[bytes] | None = None) -> Any:
+                body: bytes | None = None, content_type: str = "", into: IO[bytes] | None = None,
+                headers: Mapping[str, str] | None = None) -> Any:
         """Call the API (`path` relative to /api/v1/) and return its decoded JSON (or copy the
         body into `into`). Raises ClientError / ServerUnreachable."""
         url = self.server + API + path.lstrip("/")
         if params:
             url += "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT, **(headers or {})}
         if self.token:
             headers["Authorization"] = f"Token {self.token}"
         if json_body is not None:
@@ -528,7 +546,7 @@ class Client:
         files = _files(path_or_files)
         fields = {"project": project, "format": format}
         body, content_type = _multipart({k: v for k, v in fields.items() if v}, [("file", n, d) for n, d in files])
-        answer = self.request("POST", "evalsets/", body=body, content_type=content_type)
+        answer = self.create("evalsets/", body=body, content_type=content_type)
         return [self._evalset(outcome["evalset"], outcome.get("version"), created=bool(outcome.get("created")),
                               case_count=outcome.get("case_count")) for outcome in answer["results"]]
 
@@ -616,13 +634,13 @@ class Client:
             if value is not None:
                 body[key] = dict(value) if isinstance(value, Mapping) else value
         if upload is None:
-            answer = self.request("POST", "runs/", json_body=body)
+            answer = self.create("runs/", json_body=body)
         else:
             # A file part; the other fields as form fields, lists and objects as JSON text.
             form = {key: value if isinstance(value, str) else json.dumps(value) for key, value in body.items()
                     if value not in ("", [], None)}
             data, content_type = _multipart(form, [("outputs_file", upload[0], upload[1])])
-            answer = self.request("POST", "runs/", body=data, content_type=content_type)
+            answer = self.create("runs/", body=data, content_type=content_type)
         run = self._run(answer)
         run.baseline = baseline.id if isinstance(baseline, Run) else baseline
         return run

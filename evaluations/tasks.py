@@ -20,9 +20,13 @@ def run_batch(run_id: int, first_pk: int, last_pk: int, batch_id: int | None = N
 
 
 def resume_stalled_runs() -> list[int]:
-    """Every minute: runs whose work stopped, and runs of received traces past a deadline
-    whose schedule was lost."""
-    return runs.resume_stalled_runs() + traces_runs.traces_runs_overdue()
+    """Every minute: batches the broker refused or lost, runs whose work stopped, and runs of
+    received traces past a deadline whose schedule was lost; and the Idempotency-Key answers
+    older than a day are forgotten."""
+    from evaluations.api.idempotency import idempotency_sweep
+
+    idempotency_sweep()
+    return sorted(set(runs.lost_work_resume()) | set(runs.resume_stalled_runs())) + traces_runs.traces_runs_overdue()
 
 
 def traces_run_deadline(run_id: int) -> int:
@@ -57,10 +61,19 @@ def notify_events(event_ids: list[int]) -> int:
 
     return events.process(event_ids)
 def monitor_traces(trace_pks: list[int]) -> int:
-    """Issue 31: the monitors of these received traces' projects score them (once per version)."""
-    from evaluations.monitors.scoring import score_traces
+    """Issue 31: the monitors of these received traces' projects score those still pending
+    (once per version); the sweep below does it if this task is lost."""
+    from evaluations.monitors.pending import pending_score
 
-    return score_traces(trace_pks)
+    return pending_score(trace_pks)
+
+
+def monitor_pending_sweep() -> dict[str, int]:
+    """Every minute: the received traces whose scoring task was lost (or is late) are scored."""
+    from evaluations.monitors.pending import pending_sweep
+
+    swept = pending_sweep()
+    return {"traces": swept.traces, "results": swept.results, "left": swept.left}
 
 
 def monitor_threads_sweep() -> int:

@@ -71,6 +71,37 @@ def test_a_page_whose_connection_drops_is_answered_from_a_new_connection(alice_c
 
 
 @pytest.mark.django_db(transaction=True)
+def test_an_api_read_whose_connection_drops_is_answered_from_a_new_connection(alice: Any, acme: Project) -> None:
+    from evaluations.accounts.tokens import token_create
+
+    version = import_demo(acme)
+    client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {token_create(user=alice, name='t').secret}")
+    url = f"/api/v1/evalsets/{version.evalset_id}/"
+    assert client.get(url).status_code == 200
+    for _ in range(3):  # three drops in a row, each answered
+        before = _backend_pid()
+        _terminate(before)
+        response = client.get(url)
+        assert response.status_code == 200, response.content[:500]
+        assert response.json()["id"] == version.evalset_id
+        assert _backend_pid() != before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_api_write_whose_connection_drops_is_not_run_again(alice: Any, acme: Project) -> None:
+    from evaluations.accounts.tokens import token_create
+
+    version = import_demo(acme)
+    client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {token_create(user=alice, name='t').secret}")
+    _terminate(_backend_pid())
+    response = client.post("/api/v1/runs/", {"evalset": version.evalset_id, "outputs": []},
+                           content_type="application/json")
+    assert response.status_code == 500 and response.json()["code"] == "server_error"
+    connection.close()  # the test client keeps Django from closing it at the request's end
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_post_whose_connection_drops_is_not_run_again(alice: Any, acme: Project) -> None:
     version = import_demo(acme)
     client = Client(raise_request_exception=False)

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse
@@ -24,6 +25,7 @@ from rest_framework.response import Response
 from evaluations.interop import EvalSetImportError
 
 log = logging.getLogger("evalsite.api")
+SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
 class ProblemSerializer(serializers.Serializer):
@@ -132,7 +134,7 @@ def _code_of(exc: exceptions.APIException) -> str:
     return "invalid" if isinstance(exc, exceptions.ValidationError) else str(exc.default_code)
 
 
-def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, EvalSetImportError):
         set_rollback()
         return Response(exc.as_dict(), status=413 if exc.code == "too_large" else 400)
@@ -163,6 +165,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
                 message = f"{problems[0]['path']}: {message}"
             response.data = body(code, message, problems)
         return response
+    request = context.get("request")
+    if (isinstance(exc, OperationalError | InterfaceError) and request is not None
+            and request.method in SAFE_METHODS and not getattr(request, "_evalsite_retried", False)):
+        # A read whose database connection may have dropped: raised on, so the reconnect
+        # middleware (evaluations/web/reconnect.py) answers it from a new connection, as it
+        # does the pages; if the connection is alive, Django's handler answers 500 (handler500).
+        return None
     # Anything else is a bug: log it with the traceback and answer in the same shape.
     view = context.get("view")
     log.exception("unhandled error in API view %s", type(view).__name__ if view is not None else "?")

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from evaluations.api.common import project_named, require_writer, responses, visible_runs
 from evaluations.api.errors import WRITE_ERRORS, error_responses
+from evaluations.api.idempotency import KEY_PARAMETER, idempotent
 from evaluations.api.parsers import MultiPartParser
 from evaluations.api.serializers import ResultsImportResultSerializer, ResultsImportSerializer, RunSerializer
 from evaluations.audit import record_run
@@ -35,6 +36,7 @@ class ResultsImport(APIView):
 
     @extend_schema(
         summary="Import another tool's results as a completed run",
+        parameters=[KEY_PARAMETER],
         description="Multipart: one `file` part, a results file of ADK (`.adk/eval_history/*.evalset_result.json`), "
                     "DeepEval / Confident AI (a test run with `testCases` or `conversationalTestCases`), AgentFlow "
                     "(`EvalReport`), UiPath (`uipath eval --output-file`) or Inspect AI (an eval log, `.eval` or "
@@ -44,6 +46,7 @@ class ResultsImport(APIView):
         request={"multipart/form-data": ResultsImportSerializer},
         responses={201: ResultsImportResultSerializer, **error_responses(*WRITE_ERRORS)},
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         slug = request.data.get("project")
         project = _project(request, slug if isinstance(slug, str) and slug else None)  # who may, before what

@@ -30,6 +30,7 @@ from evaluations.api.common import (
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS
 from evaluations.models import Monitor, MonitorResult, Retention, RetentionSweep, TraceThread
 from evaluations.monitors import stats
+from evaluations.monitors.pending import pending_waiting
 from evaluations.monitors.retention import retention_set
 from evaluations.monitors.services import MonitorError, monitor_backfill, monitor_create, monitor_update, spec_of
 from evaluations.monitors.spec import MonitorSpec, spec_errors
@@ -101,6 +102,9 @@ class StatsSerializer(serializers.Serializer):
     latency_p95 = serializers.FloatField(allow_null=True)
     criteria = serializers.DictField(child=CriterionStatsSerializer())
     points = PointSerializer(many=True)
+    pending = serializers.IntegerField(help_text="the project's received traces still waiting to be scored by its "
+                                                 "trace monitors (the sweep scores any whose task was lost)")
+    pending_since = serializers.DateTimeField(allow_null=True, help_text="when the oldest of them was stored")
 
 
 class FailingSerializer(serializers.Serializer):
@@ -208,12 +212,15 @@ class MonitorStats(APIView):
         since = (timezone.now() - timedelta(hours=params["hours"])).replace(minute=0, second=0, microsecond=0)
         s = stats.summary(monitor, since=since, step=params["step"], environment=params["environment"],
                           end_user=params["end_user"])
-        body = {"version": monitor.version, "total": s.total, "passed": s.passed, "pass_rate": s.pass_rate,
+        waiting = pending_waiting(monitor.project_id)
+        body: dict[str, Any] = {
+                "version": monitor.version, "total": s.total, "passed": s.passed, "pass_rate": s.pass_rate,
                 "traces": s.traces, "tokens": s.tokens, "cost": s.cost, "latency_p50": s.p50, "latency_p95": s.p95,
                 "criteria": {k: {"passed": v[0], "total": v[1], "mean_score": v[2]} for k, v in s.criteria.items()},
                 "points": [{"at": p.at, "total": p.total, "passed": p.passed, "pass_rate": p.pass_rate,
                             "traces": p.traces, "tokens": p.tokens, "cost": p.cost, "criteria": p.criteria}
                            for p in s.points]}
+        body.update(pending=waiting.count, pending_since=waiting.oldest)
         return Response(StatsSerializer(body).data)
 
 

@@ -15,8 +15,11 @@ some spans were not taken (and why). What the statuses mean to an exporter (OTLP
   request than EVALSITE_OTLP_SPANS_PER_MINUTE (it could never be taken: send smaller ones);
 - 429 with Retry-After: these spans would take the token past EVALSITE_OTLP_SPANS_PER_MINUTE
   this minute (a refused request is not charged), or this process already has
-  EVALSITE_OTLP_MAX_INFLIGHT requests in hand, or the database is busy; the exporter retries
-  after that many seconds.
+  EVALSITE_OTLP_MAX_INFLIGHT requests in hand; the exporter retries after that many seconds.
+- 503 with Retry-After: the spans could not be stored (the database is away or busy, its
+  connection dropped): nothing of the batch is kept unless a retry stores it, and OTLP/HTTP
+  exporters retry a 503. Once a batch is stored the answer is 200, whatever fails after
+  the commit (queuing its monitors' scoring: the sweep scores it, `monitors/pending.py`).
 
 Errors are a `google.rpc.Status` (protobuf, or its JSON for JSON requests), as OTLP asks.
 """
@@ -32,7 +35,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import OperationalError, transaction
+from django.db import DatabaseError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from google.protobuf import json_format
@@ -53,7 +56,8 @@ JSON = "application/json"
 _WRITERS = (Membership.Role.MEMBER, Membership.Role.ADMIN)
 
 # gRPC status codes, for google.rpc.Status.
-_INVALID_ARGUMENT, _PERMISSION_DENIED, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED = 3, 7, 16, 8
+_INVALID_ARGUMENT, _PERMISSION_DENIED, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE = 3, 7, 16, 8, 14
+RETRY_AFTER_SECONDS = 2  # after a batch that could not be stored
 
 _inflight_lock = threading.Lock()
 _inflight = 0
@@ -87,6 +91,14 @@ def _project(user: Any, slug: str) -> Project | str:
     if len(projects) != 1:
         return "say which project: send the header X-Evalsite-Project: <slug> (you may write to several, or none)"
     return projects[0]
+
+
+def _close_if_broken() -> None:
+    """A connection that died under the request is closed, so the next one starts on a new one."""
+    from django.db import connection
+
+    if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
+        connection.close()
 
 
 def _rate_key(token_pk: int, now: float) -> str:
@@ -133,6 +145,16 @@ def _over_rate(token_pk: int, spans: int) -> tuple[int | None, str]:
 
 @csrf_exempt
 def otlp_traces(request: HttpRequest) -> HttpResponse:
+    try:
+        return _otlp_traces(request)
+    except DatabaseError as exc:  # reading the token or the project: nothing was stored
+        log.warning("OTLP ingest: the database is unavailable (%s: %s)", type(exc).__name__, exc)
+        _close_if_broken()
+        return _status(request, 503, _UNAVAILABLE, "the database is unavailable: retry shortly",
+                       retry_after=RETRY_AFTER_SECONDS)
+
+
+def _otlp_traces(request: HttpRequest) -> HttpResponse:
     global _inflight
     if request.method != "POST":
         response = _status(request, 405, _INVALID_ARGUMENT, "POST OTLP trace data here")
@@ -207,7 +229,7 @@ def _receive(request: HttpRequest, project: Project, token_pk: int) -> HttpRespo
         )
     try:
         batch = rows_of(message)
-        with transaction.atomic():  # the traces and their scoring task (ORM broker) commit together
+        with transaction.atomic():  # the traces and their pending monitor scoring commit together
             stored = traces_store(project=project, batch=batch)
             traces_arrived(project.pk, list(stored.trace_pks.values()))  # the monitors score them on the queue
     except PayloadError as exc:
@@ -216,10 +238,12 @@ def _receive(request: HttpRequest, project: Project, token_pk: int) -> HttpRespo
     except RunRefused as exc:
         _refund(key, spans)
         return _status(request, 403, _PERMISSION_DENIED, str(exc))
-    except OperationalError as exc:  # SQLite's "database is locked" under load: ask to come back
+    except DatabaseError as exc:  # away, dropped, or SQLite's "database is locked": ask to come back
         _refund(key, spans)
-        log.warning("OTLP ingest: the database is busy (%s)", exc)
-        return _status(request, 429, _RESOURCE_EXHAUSTED, "the database is busy: retry shortly", retry_after=1)
+        log.warning("OTLP ingest: could not store the batch (%s: %s)", type(exc).__name__, exc)
+        _close_if_broken()
+        return _status(request, 503, _UNAVAILABLE, "the spans could not be stored now: retry shortly",
+                       retry_after=RETRY_AFTER_SECONDS)
     answer = ExportTraceServiceResponse()
     if stored.rejected_spans or stored.messages:
         answer.partial_success.rejected_spans = stored.rejected_spans

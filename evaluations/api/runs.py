@@ -39,6 +39,7 @@ from evaluations.api.common import (
 from evaluations.api.common import visible_runs as _visible_runs
 from evaluations.api.compare import CAUSES_LIMIT, causes_payload
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_responses
+from evaluations.api.idempotency import KEY_PARAMETER, idempotent
 from evaluations.api.serializers import (
     CaseResultDetailSerializer,
     CaseResultSerializer,
@@ -153,6 +154,7 @@ def _config_problems(exc: PydanticValidationError) -> dict[str, list[str]]:
                       responses=responses(RunSerializer(many=True), *READ_ERRORS)),
     post=extend_schema(
         summary="Start a run",
+        parameters=[KEY_PARAMETER],
         description="With uploaded outputs (`outputs` in a JSON body, or a multipart file `outputs_file`) or a "
                     "live target (`target_kind` http/python + `target`). The run is queued; follow it with "
                     "GET /api/v1/runs/<id>/. With `target_kind` traces (`target`: `{\"deadline_seconds\": N}`, "
@@ -189,6 +191,7 @@ class RunListCreate(ListCreateAPIView):
             qs = qs.filter(created_at__date__lte=params["created_before"])
         return qs.order_by("-created_at", "-pk")
 
+    @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         if not isinstance(request.data, dict):
             raise ValidationError({"body": ["send a JSON object"]})

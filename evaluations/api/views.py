@@ -31,6 +31,7 @@ from evaluations.api.common import (
     streamed,
 )
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_responses, problem
+from evaluations.api.idempotency import KEY_PARAMETER, idempotent
 from evaluations.api.parsers import MultiPartParser
 from evaluations.api.serializers import (
     DeletedSerializer,
@@ -83,12 +84,14 @@ class EvalSetListCreate(ListAPIView):
 
     @extend_schema(
         summary="Upload an eval set",
+        parameters=[KEY_PARAMETER],
         description="Multipart: one or more `file` parts (JSON, JSONL, CSV, an Inspect AI `.eval` log, or a zip), "
                     "any format evalsite reads. "
                     "201 when a new version was created, 200 when identical content already was one.",
         request={"multipart/form-data": EvalSetUploadSerializer},
         responses={201: ImportResultSerializer, 200: ImportResultSerializer, **error_responses(*WRITE_ERRORS)},
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         if not request.FILES.getlist("file"):
             raise ValidationError({"file": ["attach the eval-set file(s) as multipart field `file`"]})

@@ -5,7 +5,7 @@ Run (pins a version) -> CaseResult (per case and iteration) -> Score (per evalua
 turn and node). Membership gives users their role in a project.
 """
 
-from evaluations.models.accounts import ApiToken, Membership, Project, ProjectQuerySet
+from evaluations.models.accounts import ApiToken, IdempotentRequest, Membership, Project, ProjectQuerySet
 from evaluations.models.evalsets import (
     OPEN_VERSION,
     CaseJSONField,
@@ -47,6 +47,7 @@ from evaluations.models.traces import (
     Monitor,
     MonitorBucket,
     MonitorLatencyBucket,
+    MonitorPending,
     MonitorResult,
     MonitorScore,
     MonitorVersion,
@@ -77,11 +78,13 @@ __all__ = [
     "EvalSetVersion",
     "EvaluationConfig",
     "HumanGrade",
+    "IdempotentRequest",
     "JSONText",
     "Membership",
     "Monitor",
     "MonitorBucket",
     "MonitorLatencyBucket",
+    "MonitorPending",
     "MonitorResult",
     "MonitorScore",
     "MonitorVersion",

@@ -85,3 +85,26 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class IdempotentRequest(models.Model):
+    """The first answer to a creating request sent with an `Idempotency-Key` header
+    (evaluations/api/idempotency.py): the same user sending the same key again, within
+    `EVALSITE_IDEMPOTENCY_SECONDS`, gets this answer instead of a second run or upload. Written
+    in the transaction of the work it answers for, so a request cut off before its commit
+    leaves no record and its retry does the work."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=255)
+    status = models.PositiveSmallIntegerField(default=0)
+    body = models.TextField(blank=True)  # the answer's JSON
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotent_request_unique")]
+        indexes = [models.Index(fields=["created_at"], name="idempotent_request_at")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} ({self.key})"

@@ -95,6 +95,9 @@ class RunBatch(models.Model):
     queued_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     owner = models.CharField(max_length=100, blank=True)  # host:pid of the worker holding it
+    # Its task could not be handed to the broker (Redis away): waiting again, and the watchdog
+    # sends it as soon as the broker answers, not a lease later.
+    unsent = models.BooleanField(default=False)
 
     class Meta:
         indexes = [models.Index(fields=["run", "first_pk"], name="batch_run_first")]

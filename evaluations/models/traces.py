@@ -293,3 +293,24 @@ class TraceThread(models.Model):
 
     def __str__(self) -> str:
         return self.thread_id
+
+
+class MonitorPending(models.Model):
+    """A received trace the project's trace monitors have yet to score: written by ingest in
+    the transaction that stores the trace, deleted once it is scored. The queued task is the
+    fast path; the sweep (evaluations/monitors/pending.py) scores what a lost task left, so
+    the broker is a courier and this row the ledger. `touches` counts requests that stored
+    spans of the trace since the row was written: a scorer deletes the row only if nobody
+    touched it after it read it (a root span that came meanwhile is scored by a later pass)."""
+
+    trace = models.OneToOneField(Trace, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    touches = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], name="monitor_pending_at"),
+                   models.Index(fields=["project", "created_at"], name="monitor_pending_project")]
+
+    def __str__(self) -> str:
+        return f"trace {self.trace_id} waits for its monitors"

@@ -1,51 +1,49 @@
 """Putting monitor work on the django-q2 queue: cheaply from ingest, and the schedules.
 
-`traces_arrived` is what `POST /v1/traces` calls after storing a batch: one cached look-up
-of whether the project has trace monitors (kept `CACHE_SECONDS`, dropped when a monitor is
-saved) and, when it has, one task for the batch's traces, committed with them."""
+`traces_arrived` is what `POST /v1/traces` calls in the transaction storing a batch: when the
+project has an enabled trace monitor, a pending row per trace (the ledger,
+`monitors/pending.py`) and, after the commit, one task for the batch's traces (the courier:
+if it is lost, the sweep scores the rows)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
-from django.core.cache import cache
 from django.db import transaction
 
-from evaluations.models import Monitor
+from evaluations.monitors.pending import pending_record
 
-CACHE_SECONDS = 30
+log = logging.getLogger(__name__)
+
 SCORE_TASK = "evaluations.tasks.monitor_traces"
 SWEEP_TASK = "evaluations.tasks.monitor_threads_sweep"
 BACKFILL_TASK = "evaluations.tasks.monitor_backfill"
 RETENTION_TASK = "evaluations.tasks.retention_sweep"
+PENDING_TASK = "evaluations.tasks.monitor_pending_sweep"
 SWEEP_SCHEDULE = "evalsite: monitor threads"
+PENDING_SCHEDULE = "evalsite: monitor pending"
 RETENTION_SCHEDULE = "evalsite: retention"
 
 
-def _key(project_id: int) -> str:
-    return f"monitors:trace:{project_id}"
-
-
-def has_trace_monitors(project_id: int) -> bool:
-    cached = cache.get(_key(project_id))
-    if cached is None:
-        cached = Monitor.objects.filter(project_id=project_id, enabled=True, level=Monitor.Level.TRACE).exists()
-        cache.set(_key(project_id), cached, CACHE_SECONDS)
-    return bool(cached)
-
-
-def monitors_changed(project_id: int) -> None:
-    cache.delete(_key(project_id))
-
-
 def traces_arrived(project_id: int, trace_pks: list[int]) -> bool:
-    """Queue the scoring of these traces when the project has trace monitors; True if queued."""
-    if not trace_pks or not has_trace_monitors(project_id):
+    """In the storing transaction: record these traces as pending when the project has an
+    enabled trace monitor, and queue their scoring after the commit; True if they are pending.
+    A broker that refuses the task loses nothing: the sweep scores the rows."""
+    if not pending_record(project_id, trace_pks):
         return False
-    from django_q.tasks import async_task
-
     pks = sorted(trace_pks)
-    transaction.on_commit(lambda: async_task(SCORE_TASK, pks, group=f"monitors-{project_id}"))
+
+    def send() -> None:
+        from django_q.tasks import async_task
+
+        try:
+            async_task(SCORE_TASK, pks, group=f"monitors-{project_id}")
+        except Exception as exc:  # the broker is away: the stored traces wait for the sweep
+            log.warning("monitors: could not queue the scoring of %s traces (%s: %s); the sweep will score them",
+                        len(pks), type(exc).__name__, exc)
+
+    transaction.on_commit(send)
     return True
 
 
@@ -57,10 +55,12 @@ def backfill_queue(monitor_id: int, since: datetime, until: datetime) -> None:
 
 
 def schedules_ensure() -> None:
-    """The thread sweep (every minute) and the retention sweep (hourly), created once."""
+    """The thread and pending sweeps (every minute) and the retention sweep (hourly), created once."""
     from django_q.models import Schedule
 
     Schedule.objects.get_or_create(name=SWEEP_SCHEDULE, defaults={
         "func": SWEEP_TASK, "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1})
+    Schedule.objects.get_or_create(name=PENDING_SCHEDULE, defaults={
+        "func": PENDING_TASK, "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1})
     Schedule.objects.get_or_create(name=RETENTION_SCHEDULE, defaults={
         "func": RETENTION_TASK, "schedule_type": Schedule.HOURLY, "repeats": -1})

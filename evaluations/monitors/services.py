@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from evaluations.audit import audit_record
 from evaluations.models import AuditEvent, Monitor, MonitorVersion, Project
-from evaluations.monitors.queue import backfill_queue, monitors_changed, schedules_ensure
+from evaluations.monitors.pending import monitor_saving
+from evaluations.monitors.queue import backfill_queue, schedules_ensure
 from evaluations.monitors.spec import MonitorSpec
 
 _SCORING = ("level", "filters", "sample_rate", "criteria", "idle_seconds")
@@ -44,6 +45,7 @@ def monitor_create(*, project: Project, spec: MonitorSpec, user: Any) -> Monitor
     _apply(monitor, spec)
     try:
         with transaction.atomic():
+            monitor_saving(project.pk)
             monitor.save()
             MonitorVersion.objects.create(monitor=monitor, number=1, spec=spec_of(monitor),
                                           created_by=monitor.created_by)
@@ -65,6 +67,7 @@ def monitor_update(*, monitor: Monitor, spec: MonitorSpec, user: Any) -> Monitor
     new_version = any(before[k] != after[k] for k in _SCORING)
     try:
         with transaction.atomic():
+            monitor_saving(monitor.project_id)
             if new_version:
                 monitor.version += 1
                 monitor.threads_swept_to = None
@@ -92,5 +95,4 @@ def monitor_backfill(*, monitor: Monitor, since: datetime, until: datetime, user
 
 
 def _changed(project_id: int) -> None:
-    monitors_changed(project_id)
     schedules_ensure()

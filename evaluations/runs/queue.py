@@ -22,6 +22,7 @@ watchdog (services.resume_stalled_runs) while the run's other batches go on.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -35,6 +36,7 @@ from django.utils import timezone
 from evaluations.models import Run, RunBatch
 
 TASK = "evaluations.tasks.run_batch"
+log = logging.getLogger(__name__)
 
 
 _local = threading.local()
@@ -58,9 +60,36 @@ def _send(run_id: int, first: int, last: int, batch_id: int, claim: datetime) ->
             # `claim`: when this send queued the batch. A task whose claim is no longer the
             # batch's (the watchdog queued the batch again, it yielded, or it ended) does nothing:
             # a broker that hands a dead worker's task out again cannot run a batch twice.
-            async_task(TASK, run, first_pk, last_pk, pk, at.isoformat(), group=f"run-{run}")
+            try:
+                async_task(TASK, run, first_pk, last_pk, pk, at.isoformat(), group=f"run-{run}")
+            except Exception as exc:
+                if not _tolerant_send():
+                    raise
+                _unsent(run, pk, at, exc)
     finally:
         _local.waiting = None
+
+
+def _tolerant_send() -> bool:
+    """A send after the commit to a broker of its own (Redis): a failure there loses no data
+    and is put right by the watchdog. (The ORM broker sends inside the claiming transaction,
+    and the sync queue runs the task itself: their errors are the caller's.)"""
+    return not settings.Q_CLUSTER.get("sync") and "orm" not in settings.Q_CLUSTER
+
+
+def _unsent(run_id: int, batch_id: int, claim: datetime, exc: Exception) -> None:
+    """The broker refused the batch's task (Redis away): the batch waits again, marked, and the
+    watchdog sends it once the broker answers (`unsent_dispatch`), instead of a lease later."""
+    log.warning("run %s: could not hand batch %s to the broker (%s: %s); the watchdog sends it when it answers",
+                run_id, batch_id, type(exc).__name__, exc)
+    RunBatch.objects.filter(pk=batch_id, queued_at=claim).update(queued_at=None, unsent=True)
+
+
+def unsent_dispatch() -> list[int]:
+    """Send again the batches whose task the broker refused; the runs sent to."""
+    runs = sorted(set(RunBatch.objects.filter(unsent=True, run__status=Run.Status.RUNNING)
+                      .values_list("run_id", flat=True)))
+    return [run_id for run_id in runs if batches_dispatch(run_id)]
 
 
 def _send_after_claim(run_id: int, first: int, last: int, batch_id: int, claim: datetime) -> None:
@@ -96,7 +125,8 @@ def batches_dispatch(run_id: int, slots: int | None = None) -> int:
                        .values_list("pk", "first_pk", "last_pk")[:slots])
         for pk, first, last in waiting:
             claim = timezone.now()
-            if RunBatch.objects.filter(pk=pk, queued_at=None).update(queued_at=claim, heartbeat_at=None, owner=""):
+            if RunBatch.objects.filter(pk=pk, queued_at=None).update(queued_at=claim, heartbeat_at=None, owner="",
+                                                                     unsent=False):
                 _send_after_claim(run_id, first, last, pk, claim)
                 sent += 1
     return sent
@@ -107,7 +137,7 @@ def batch_requeue(batch: RunBatch) -> bool:
     claim = timezone.now()
     with transaction.atomic():
         moved = RunBatch.objects.filter(pk=batch.pk, queued_at=batch.queued_at, heartbeat_at=batch.heartbeat_at
-                                        ).update(queued_at=claim, heartbeat_at=None, owner="")
+                                        ).update(queued_at=claim, heartbeat_at=None, owner="", unsent=False)
         if moved:
             _send_after_claim(batch.run_id, batch.first_pk, batch.last_pk, batch.pk, claim)
     return bool(moved)

@@ -449,6 +449,49 @@ def resume_stalled_runs() -> list[int]:
     return sorted(resumed)
 
 
+BROKER_MARK = "evalsite-mark"  # beside the broker's list: gone when the broker lost what it held
+
+
+def broker_lost_its_queue() -> bool:
+    """With the Redis broker: whether Redis lost what it held since the last look (restarted
+    empty, flushed), told by a key written at each look that is gone. The first look says
+    so too (nothing is known of before). Raises when the broker does not answer."""
+    if settings.Q_CLUSTER.get("orm") or settings.Q_CLUSTER.get("sync"):
+        return False  # the ORM broker's queue is in the database: it is not lost with a process
+    from django_q.brokers import get_broker
+
+    broker = get_broker()
+    return bool(broker.connection.set(f"{broker.list_key}:{BROKER_MARK}", "1", nx=True))
+
+
+def lost_tasks_requeue() -> list[int]:
+    """Batches handed to the broker that no worker has taken and that the broker no longer
+    holds: queued again. For when tasks were lost wholesale (the broker restarted empty, a
+    cluster died or was restarted with the tasks it had fetched). A batch that was in fact in a
+    live cluster's hands, fetched but not started, is sent twice: the older task's claim is
+    stale, so it does nothing. Returns the runs resumed."""
+    read_at = timezone.now()
+    _, in_broker = queued_work()
+    suspects = (RunBatch.objects.filter(run__status=Run.Status.RUNNING, heartbeat_at=None,
+                                        queued_at__lt=read_at - timedelta(seconds=2))
+                .exclude(pk__in=in_broker))
+    resumed = {batch.run_id for batch in suspects if queue.batch_requeue(batch)}
+    return sorted(resumed)
+
+
+def lost_work_resume() -> list[int]:
+    """The quick part of the watchdog (every few seconds in `up --team` and `manage.py
+    watchdog`, every minute on the clusters' schedule): batches whose task the broker refused
+    are sent, and when the broker lost its queue, every batch it held. Runs resumed."""
+    resumed = set(queue.unsent_dispatch())
+    if broker_lost_its_queue():
+        lost = lost_tasks_requeue()
+        if lost:
+            log.warning("the broker lost its queue (restarted empty?): queued again the batches of runs %s", lost)
+        resumed.update(lost)
+    return sorted(resumed)
+
+
 def queued_run_ids() -> set[int]:
     """Runs with a batch task waiting in the broker (see `queued_work`)."""
     return queued_work()[0]

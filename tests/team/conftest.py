@@ -62,7 +62,7 @@ class TeamServer:
             argv += ["--broker", "orm"]  # REDIS_URL stays set: `up` must start itself again without it
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 180  # a cold collectstatic on a loaded 2-core machine takes a while
         while "Press Ctrl+C" not in self.log():
             assert self.proc.poll() is None, f"up --team exited:\n{self.log()}"
             assert time.monotonic() < deadline, f"up --team did not come up:\n{self.log()}"
@@ -144,6 +144,10 @@ def team_env(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory) -> 
         "EVALSITE_BATCH_SIZE": str(BATCH_SIZE),
         "EVALSITE_TASK_TIMEOUT": "60",
         "EVALSITE_TASK_RETRY": "300",
+        # Issue 40's bounds, shortened so the fault tests take seconds (the defaults: 30, 20, 10).
+        "EVALSITE_MONITOR_SWEEP_GRACE_SECONDS": "3",
+        "EVALSITE_CLUSTER_HUNG_SECONDS": "6",
+        "EVALSITE_QCLUSTER_STOP_SECONDS": "5",
         "EVALSITE_ADMIN_PASSWORD": "team-admin-pass-123",
         "PYTHONUNBUFFERED": "1",
     }
@@ -163,6 +167,49 @@ def team_servers(team_env: dict[str, str]) -> Iterator[dict[str, TeamServer]]:
         server.stop()
 
 
+class OwnRedis:
+    """A `redis-server` of the tests' own on a free port, for the faults that restart it (the
+    machine's shared Redis is never restarted)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.data_dir = data_dir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", str(self.data_dir)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import redis
+
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if client.ping():
+                    break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        client.close()
+
+    def kill(self) -> None:
+        """As a crash: what it held is gone (no persistence)."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+@pytest.fixture(scope="session")
+def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnRedis]:
+    server = OwnRedis(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.kill()
+
+
 def team_server(team_servers: dict[str, TeamServer], team_env: dict[str, str], broker: str) -> TeamServer:
     # One server at a time: both would share the test database, and the watchdog of one
     # would resume the other's runs onto its own broker.
@@ -171,7 +218,11 @@ def team_server(team_servers: dict[str, TeamServer], team_env: dict[str, str], b
     if broker not in team_servers:
         data_dir = Path(team_env["EVALSITE_DATA_DIR"]) / broker
         data_dir.mkdir(exist_ok=True)
-        server = TeamServer(broker, {**team_env, "EVALSITE_DATA_DIR": str(data_dir)}, data_dir)
+        env = {**team_env, "EVALSITE_DATA_DIR": str(data_dir)}
+        if broker == "own-redis":  # the broker on OwnRedis: given in the environment by its fixture
+            env["REDIS_URL"] = env.pop("EVALSITE_OWN_REDIS_URL")
+        server = TeamServer("redis" if broker == "own-redis" else broker, env, data_dir)
+        server.log_path = data_dir / f"up-{broker}.log"
         team_servers[broker] = server
         server.start()
     server = team_servers[broker]
@@ -184,7 +235,8 @@ def _broker(item: pytest.Item) -> str:
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "server" in callspec.params:
         return str(callspec.params["server"])
-    return "orm" if "orm_server" in getattr(item, "fixturenames", ()) else "redis"
+    names = getattr(item, "fixturenames", ())
+    return "orm" if "orm_server" in names else "own-redis" if "own_redis_server" in names else "redis"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -194,7 +246,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not team:
         return
     order = {id(item): n for n, item in enumerate(items)}
-    team.sort(key=lambda item: (_broker(item) != "redis", "test_scale" not in item.nodeid, order[id(item)]))
+    rank = {"redis": 0, "own-redis": 1, "orm": 2}
+    team.sort(key=lambda item: (rank[_broker(item)], "test_scale" not in item.nodeid, order[id(item)]))
     slots = iter(team)
     items[:] = [next(slots) if item.get_closest_marker("team") is not None else item for item in items]
 
@@ -202,6 +255,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def redis_server(team_servers: dict[str, TeamServer], team_env: dict[str, str]) -> TeamServer:
     return team_server(team_servers, team_env, "redis")
+
+
+@pytest.fixture
+def own_redis_server(team_servers: dict[str, TeamServer], team_env: dict[str, str], own_redis: OwnRedis) -> TeamServer:
+    """The team server with its broker (and cache) on a Redis the tests own and may restart."""
+    if own_redis.proc is None:
+        own_redis.start()
+    return team_server(team_servers, {**team_env, "EVALSITE_OWN_REDIS_URL": own_redis.url}, "own-redis")
 
 
 @pytest.fixture

@@ -139,8 +139,9 @@ class Command(BaseCommand):
         team.add_argument("--broker", choices=["redis", "orm"], default=None,
                           help="the task queue (with --team): redis (REDIS_URL, the default) or orm (PostgreSQL)")
         team.add_argument("--watchdog-seconds", type=float, default=None,
-                          help="how often to look for stalled runs (default: a third of EVALSITE_LEASE_SECONDS, "
-                               "at most 60; 0: only the clusters' own schedule)")
+                          help="how often to look for lost and stalled work and hung clusters (default: "
+                               "EVALSITE_WATCHDOG_SECONDS, 5, or a third of EVALSITE_LEASE_SECONDS if less; "
+                               "0: only the clusters' own schedule)")
         team.add_argument("--stop-timeout", type=float, default=30.0,
                           help="seconds to let the children stop gracefully before killing them")
 
@@ -281,17 +282,22 @@ class Command(BaseCommand):
 
     def _supervise(self, children: list[Child], options: dict[str, Any], stopping: Any) -> None:
         """Restart a child that exits (backing off when it keeps dying: a database that is
-        down makes every start fail), and look for stalled runs now and then."""
+        down makes every start fail), and, every watchdog tick: send the batches the broker
+        refused or lost, resume stalled runs, score the traces whose monitor task was lost,
+        and restart a cluster that hangs (evaluations/management/clusters.py)."""
         from django.db import close_old_connections, connection
 
-        from evaluations.runs.services import resume_stalled_runs
+        from evaluations.management.clusters import HangWatch, hung_clusters_report
+        from evaluations.runs.services import lost_tasks_requeue
 
         lease = settings.EVALSITE_LEASE_SECONDS
         every = options["watchdog_seconds"]
         if every is None:
-            every = min(60.0, max(1.0, lease / 3))
+            every = min(float(settings.EVALSITE_WATCHDOG_SECONDS), max(1.0, lease / 3))
         next_watch = time.monotonic() + every
         due: dict[str, float] = {}
+        hangs = HangWatch()
+        restarted = False  # a cluster started again: the tasks its predecessor had fetched are gone
         while not stopping():
             now = time.monotonic()
             for child in children:
@@ -308,20 +314,45 @@ class Command(BaseCommand):
                     del due[child.name]
                     child.restarts.append(now)
                     child.start()
+                    restarted = restarted or child.name.startswith("qcluster")
                     self.stdout.write(f"up: {child.name} restarted (pid {child.pid})")
                     self.stdout.flush()
             if every and now >= next_watch:
                 next_watch = now + every
                 try:
                     close_old_connections()
-                    resumed = resume_stalled_runs()
-                    if resumed:
-                        self.stdout.write(f"up: resumed stalled runs {', '.join(map(str, resumed))}")
-                        self.stdout.flush()
-                except Exception as exc:  # the database is down: the next round tries again
-                    self.stderr.write(f"up: the stalled-run watchdog failed: {type(exc).__name__}: {exc}")
+                    if restarted:
+                        restarted = False
+                        self._say_resumed(lost_tasks_requeue())
+                    self._watch(children, hangs, hung_clusters_report)
+                except Exception as exc:  # the database or the broker is down: the next round tries again
+                    self.stderr.write(f"up: the watchdog failed: {type(exc).__name__}: {exc}")
                     connection.close()
             time.sleep(0.25)
+
+    def _say_resumed(self, resumed: list[int]) -> None:
+        if resumed:
+            self.stdout.write(f"up: resumed stalled runs {', '.join(map(str, resumed))}")
+            self.stdout.flush()
+
+    def _watch(self, children: list[Child], hangs: Any, report: Any) -> None:
+        from evaluations.management.clusters import marks_end
+        from evaluations.monitors.pending import pending_sweep
+        from evaluations.runs.services import lost_work_resume, resume_stalled_runs
+
+        self._say_resumed(sorted(set(lost_work_resume()) | set(resume_stalled_runs())))
+        swept = pending_sweep(budget_seconds=10.0)
+        if swept.traces:
+            self.stdout.write(f"up: scored {swept.traces} received traces whose monitor task was lost")
+            self.stdout.flush()
+        clusters = {child.name: child for child in children
+                    if child.name.startswith("qcluster") and child.proc is not None and not child.exited()}
+        for name in hangs.look({name: child.pid for name, child in clusters.items()}):
+            child = clusters[name]
+            self.stderr.write(f"up: {name} is hung: {report([child.pid])} while tasks waited; restarting it")
+            self.stderr.flush()
+            child.kill_group()  # the loop above starts it again and requeues what it held
+            marks_end(child.pid)
 
     # --- Shared -----------------------------------------------------------------------------
 

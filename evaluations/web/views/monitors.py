@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from evaluations.models import Membership, Monitor, MonitorBucket, MonitorResult, Project, Retention, RetentionSweep
 from evaluations.monitors import stats
+from evaluations.monitors.pending import pending_waiting
 from evaluations.monitors.retention import retention_set
 from evaluations.monitors.services import MonitorError, monitor_backfill, monitor_create, monitor_update, spec_of
 from evaluations.monitors.spec import MonitorSpec, spec_errors
@@ -182,6 +183,7 @@ def monitor_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "window": window, "ranges": list(RANGES), "environment": environment, "end_user": end_user,
         "environments": environments, "can_write": _writer(request, monitor.project),
         "criteria": sorted(summary.criteria.items()), "versions": monitor.versions.order_by("-number")[:10],
+        "waiting": pending_waiting(monitor.project_id) if monitor.level == Monitor.Level.TRACE else None,
     })
 
 
