@@ -28,6 +28,7 @@ from evaluations.models.notify import (
     NotifyMessage,
     NotifyRule,
 )
+from evaluations.models.prompts import Experiment, ExperimentVariant, Prompt, PromptQuerySet, PromptVersion
 from evaluations.models.review import (
     AuditEvent,
     CauseSet,
@@ -75,6 +76,8 @@ __all__ = [
     "EvalSetSource",
     "EvalSetVersion",
     "EvaluationConfig",
+    "Experiment",
+    "ExperimentVariant",
     "HumanGrade",
     "JSONText",
     "Membership",
@@ -94,6 +97,9 @@ __all__ = [
     "NotifyRule",
     "Project",
     "ProjectQuerySet",
+    "Prompt",
+    "PromptQuerySet",
+    "PromptVersion",
     "ResultCause",
     "Retention",
     "RetentionSweep",
