@@ -86,7 +86,8 @@ def prompt_version_save(*, prompt: Prompt, system: str, user: str, note: str = "
     digest = content_hash(system, user)
     with transaction.atomic():
         locked = Prompt.objects.select_for_update().get(pk=prompt.pk)
-        latest = PromptVersion.objects.filter(pk=locked.latest_version_id).first()
+        latest = (PromptVersion.objects.filter(pk=locked.latest_version_id).first()
+                  if locked.latest_version_id is not None else None)
         if based_on is not None and latest is not None and latest.number != based_on:
             raise PromptError({"based_on": [f"version {latest.number} was saved since version {based_on}: "
                                             "open the latest and edit that"]})

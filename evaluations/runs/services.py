@@ -261,18 +261,21 @@ def model_target_prepare(*, project: Project, version: EvalSetVersion, target: d
 
 
 def _stored_prompt(project: Project, ref: dict[str, Any]) -> dict[str, Any]:
+    """The text of the stored prompt version `ref` names. Text given beside the reference must
+    be that version's (as a run keeps it), else the two disagree and nothing is created."""
     from evaluations.prompts.selectors import prompt_version_get
 
-    if "system" in ref or "user" in ref:
-        raise RunError("target.prompt: give either the text (system, user) or a stored prompt (prompt_id, "
-                       "version), not both")
     try:
-        found = prompt_version_get(project=project, prompt_id=int(ref["prompt_id"]), number=ref.get("version"))
+        number = int(ref["version"]) if ref.get("version") is not None else None
+        found = prompt_version_get(project=project, prompt_id=int(ref["prompt_id"]), number=number)
     except (TypeError, ValueError):
         raise RunError("target.prompt.prompt_id and version must be whole numbers") from None
     if found is None:
         which = f" version {ref['version']}" if ref.get("version") is not None else ""
         raise RunError(f"target.prompt: no prompt {ref['prompt_id']}{which} in this project")
+    if ("system" in ref and ref["system"] != found.system) or ("user" in ref and ref["user"] != found.user):
+        raise RunError(f"target.prompt: the text given is not prompt {found.prompt_id} version {found.number}'s; "
+                       "give either the text or the stored prompt")
     return {"system": found.system, "user": found.user, "prompt_id": found.prompt_id, "version": found.number}
 
 

@@ -105,9 +105,9 @@ def _mocks(strategy: Any) -> list[_Mock]:
             continue
         arguments = behavior.get("arguments")
         if isinstance(arguments, dict):
-            args = arguments.get("args") if isinstance(arguments.get("args"), list) else []
-            kwargs = arguments.get("kwargs") if isinstance(arguments.get("kwargs"), dict) else {}
-            mocks.append(_Mock(behavior["function"], args, kwargs, answers))
+            args, kwargs = arguments.get("args"), arguments.get("kwargs")
+            mocks.append(_Mock(behavior["function"], args if isinstance(args, list) else [],
+                               kwargs if isinstance(kwargs, dict) else {}, answers))
         else:
             mocks.append(_Mock(behavior["function"], None, {}, answers))
     return mocks

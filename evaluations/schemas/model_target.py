@@ -198,3 +198,53 @@ class ModelTargetSpec(_Strict):
 
     def tool_names(self) -> list[str]:
         return [tool.function.name for tool in self.tools or []]
+
+
+# --- Experiments --------------------------------------------------------------------------------
+
+MIN_VARIANTS = 2
+MAX_VARIANTS = 8
+# The target fields a variant may set besides its model and prompt.
+VARIANT_PARAMETERS = frozenset({
+    "temperature", "top_p", "max_tokens", "seed", "parallel_tool_calls", "parameters", "max_steps",
+    "base_url", "api_key_env", "api_key_header", "api_version", "input_cost_per_million", "output_cost_per_million",
+    "simulate_with_llm", "tool_instructions",
+})
+
+
+class PromptRef(_Strict):
+    """A stored prompt's version (the latest when `version` is None)."""
+
+    prompt_id: int = Field(ge=1)
+    version: int | None = Field(default=None, ge=1)
+
+
+class VariantSpec(_Strict):
+    """One variant of an experiment: a model, a prompt (stored or as text) and parameters,
+    laid over the experiment's base target."""
+
+    label: str = Field(default="", max_length=120)
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    prompt: PromptRef | PromptText | None = None
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("parameters")
+    @classmethod
+    def _known(cls, value: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(value) - VARIANT_PARAMETERS)
+        if unknown:
+            raise ValueError(f"a variant cannot set {', '.join(unknown)} (it may set: "
+                             f"{', '.join(sorted(VARIANT_PARAMETERS))}; model and prompt have fields of their own)")
+        return value
+
+
+class ExperimentSpec(_Strict):
+    """What `POST /api/v1/experiments/` takes besides the eval set."""
+
+    name: str = Field(default="", max_length=200)
+    base: dict[str, Any] = Field(default_factory=dict)  # a model target, less what the variants set
+    variants: list[VariantSpec] = Field(min_length=MIN_VARIANTS, max_length=MAX_VARIANTS)
+    iterations: int = Field(default=1, ge=1, le=100)
+    eval_ids: list[str] = Field(default_factory=list)
+    branch: str = Field(default="", max_length=255)
+    tags: list[str] = Field(default_factory=list, max_length=20)
