@@ -98,7 +98,7 @@ def test_bad_variants_are_refused_naming_them_and_nothing_is_created(alice_clien
         ({"variants": [{"model": "a"}, {}]}, "variants[1]", "target.model: Field required"),
         ({"variants": [{"model": "a"}, {"model": "b", "parameters": {"temperature": 9}}]}, "variants[1]",
          "target.temperature"),
-        ({"variants": [{"model": "a"}] * 9}, "variants", "at most 8"),
+        ({"variants": [{"model": "a"}] * 9}, "variants", "no more than 8"),
     ]
     for extra, path, message in cases:
         response = post(alice_client, {"evalset": version.evalset_id, "base": base, **extra})

@@ -176,14 +176,18 @@ def trajectories_across(runs: list[Run], labels: list[str], eval_id: str) -> Tab
             calls = _calls(turns[t])
             cells = [Cell(MISSING)] * len(pivot)
             extra: dict[int, list[Cell]] = {}
-            last = -1
-            for paired in align(pivot, [c for c, _ in calls], MatchType.IN_ORDER).rows:
+            rows = align(pivot, [c for c, _ in calls], MatchType.IN_ORDER).rows
+            # An extra call goes after the pivot call answered just before it in the run's own order.
+            answered = sorted((r.actual_index, r.expected_index) for r in rows
+                              if r.actual_index is not None and r.expected_index is not None)
+            for paired in rows:
                 raw = calls[paired.actual_index][1] if paired.actual_index is not None else None
                 if paired.expected_index is not None:
-                    last = paired.expected_index
-                    cells[last] = _cell(paired.kind if paired.kind in (MATCHED, ARGS_DIFFER) else MISSING, raw)
-                else:
-                    extra.setdefault(last, []).append(_cell(paired.kind, raw))
+                    cells[paired.expected_index] = _cell(paired.kind if paired.kind in (MATCHED, ARGS_DIFFER)
+                                                         else MISSING, raw)
+                elif paired.actual_index is not None:
+                    anchor = max((e for a, e in answered if a < paired.actual_index), default=-1)
+                    extra.setdefault(anchor, []).append(_cell(paired.kind, raw))
             at_pivot.append(cells)
             beyond.append(extra)
         for k in range(-1, len(pivot)):
