@@ -112,7 +112,7 @@ def _saved(saved: Saved) -> dict[str, Any]:
 
 
 class PromptList(APIView):
-    @extend_schema(summary="The prompts of your projects", parameters=[PromptQuery],
+    @extend_schema(operation_id="prompts_list", summary="The prompts of your projects", parameters=[PromptQuery],
                    responses={200: PromptOut(many=True), **error_responses(*READ_ERRORS)})
     def get(self, request: Request) -> Response:
         params = query(PromptQuery, request)
