@@ -53,7 +53,9 @@ class ScriptedAgent:
     def __call__(self, body: dict[str, Any]) -> Behaviour:
         messages = body["messages"]
         last_user = next(m for m in reversed(messages) if m["role"] == "user")
-        eval_id, calls, final = self.turns.get(last_user["content"], ("", [], "I cannot help with that."))
+        text = last_user["content"]  # a prompt's user template may wrap the case's message
+        known = max((k for k in self.turns if k in text), key=len, default=None)
+        eval_id, calls, final = self.turns[known] if known is not None else ("", [], "I cannot help with that.")
         if messages[-1]["role"] == "user" and calls:
             wanted = [(c["name"], dict(c["args"])) for c in calls]
             if eval_id in self.sloppy.get(body["model"], set()):

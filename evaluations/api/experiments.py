@@ -93,7 +93,8 @@ def spec_problems(exc: PydanticValidationError) -> list[dict[str, Any]]:
 
 
 class ExperimentList(APIView):
-    @extend_schema(operation_id="experiments_list", summary="The experiments of your projects, newest first", parameters=[ExperimentQuery],
+    @extend_schema(operation_id="experiments_list", summary="The experiments of your projects, newest first",
+                   parameters=[ExperimentQuery],
                    responses={200: ExperimentOut(many=True), **error_responses(*READ_ERRORS)})
     def get(self, request: Request) -> Response:
         params = query(ExperimentQuery, request)

@@ -45,14 +45,26 @@ class Started:
     runs: list[Run]
 
 
-def _label(variant: VariantSpec, model: str, prompt: dict[str, Any], prompt_names: dict[int, str]) -> str:
+def _label(variant: VariantSpec, prompt: dict[str, Any], prompt_names: dict[int, str]) -> str:
+    """The variant's own label, else its prompt version and parameters (the run's model label
+    says the model), else its model's name."""
     if variant.label.strip():
         return variant.label.strip()
-    parts = [model]
+    parts = []
     if prompt.get("prompt_id") is not None:
         parts.append(f"{prompt_names.get(prompt['prompt_id'], 'prompt')} v{prompt['version']}")
     parts += [f"{key} {value}" for key, value in sorted(variant.parameters.items()) if not isinstance(value, dict)]
     return " · ".join(parts)[:120]
+
+
+def _labels(spec: ExperimentSpec, targets: list[dict[str, Any]], names: dict[int, str]) -> list[str]:
+    """One distinct label per variant: its own, else what sets it apart; the model is added
+    where that alone does not."""
+    labels = [_label(v, t.get("prompt", {}), names) or t["model"]
+              for v, t in zip(spec.variants, targets, strict=True)]
+    labels = [label if labels.count(label) == 1 or label == t["model"] else f"{label} · {t['model']}"
+              for label, t in zip(labels, targets, strict=True)]
+    return [label if labels.count(label) == 1 else f"{label} ({i + 1})" for i, label in enumerate(labels)]
 
 
 def _variant_target(base: dict[str, Any], variant: VariantSpec) -> dict[str, Any]:
@@ -85,10 +97,7 @@ def experiment_start(*, project: Project, version: EvalSetVersion, spec: Experim
             raise RunError(f"variants[{index}]: {exc}") from None
     prompt_ids = {t["prompt"]["prompt_id"] for t in targets if t.get("prompt", {}).get("prompt_id")}
     names = dict(Prompt.objects.filter(pk__in=prompt_ids, project=project).values_list("pk", "name"))
-    labels: list[str] = []
-    for variant, target in zip(spec.variants, targets, strict=True):
-        label = _label(variant, target["model"], target.get("prompt", {}), names)
-        labels.append(label if label not in labels else f"{label} ({len(labels) + 1})")
+    labels = _labels(spec, targets, names)
     used = config_for(version, config, preset)
     with transaction.atomic():
         experiment = Experiment.objects.create(project=project, evalset=version.evalset, evalset_version=version,
