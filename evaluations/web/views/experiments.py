@@ -142,7 +142,9 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
                 return HttpResponseRedirect(reverse("experiment_detail", args=[started.experiment.pk]) + "?land=1")
     return render(request, "evaluations/experiments/new.html", {
         "project": project, "evalsets": evalsets, "choices": choices, "fields": fields, "problems": problems,
-        "max_variants": MAX_VARIANTS}, status=400 if problems else 200)
+        "max_variants": MAX_VARIANTS,
+        "more_filled": any(any(str(v).strip() for v in row.values()) for row in fields["variants"][3:])},
+        status=400 if problems else 200)
 
 
 def _experiment(request: HttpRequest, pk: int) -> Experiment:
