@@ -118,3 +118,46 @@ def test_a_model_target_runs_its_cases_eight_at_a_time_by_default(acme: Project,
 
     target = _build_target(run)
     assert _chunk_floor(target) == 8  # the first chunk hands the target eight cases at once
+
+
+UIPATH = {
+    "version": "1.0", "id": "weather-mocks", "name": "Weather with mocks", "evaluatorRefs": [],
+    "evaluations": [
+        {"id": "mocked", "name": "Mocked temperature", "inputs": {"city": "Paris"}, "evaluationCriterias": {},
+         "mockingStrategy": {"type": "mockito", "config": [
+             {"function": "get_temperature", "arguments": {"args": [], "kwargs": {"city": "Paris"}},
+              "then": [{"type": "return", "value": {"celsius": 18}}]}]}},
+        {"id": "played", "name": "Humidity played by a model", "inputs": {"city": "Oslo"}, "evaluationCriterias": {},
+         "mockingStrategy": {"type": "llm", "prompt": "Humidity is 40% everywhere.",
+                             "toolsToSimulate": [{"name": "get_humidity"}]}},
+    ],
+}
+
+
+def test_a_uipath_eval_sets_mocks_and_simulation_instructions_answer_the_model(acme: Project, llm: FakeLLM) -> None:
+    from evaluations.evalsets.services import evalset_import
+    from evaluations.interop import SourceFile
+    from tests.llm_server import reply, tool_calls
+
+    [outcome] = evalset_import(project=acme, files=[SourceFile("weather.json", json.dumps(UIPATH).encode())])
+    cases = {c.eval_id: c.metadata for c in outcome.version.cases.all()}
+    assert cases["mocked"]["mockingStrategy"]["type"] == "mockito"  # the importer keeps them
+
+    def model(body: dict[str, Any]) -> Any:
+        if body["messages"][-1]["role"] == "tool":
+            return reply("done")
+        city = json.loads(body["messages"][-1]["content"])["city"]
+        return tool_calls(("get_temperature" if city == "Paris" else "get_humidity", {"city": city}))
+
+    with FakeLLM() as player:
+        player.script(reply('{"humidity": 40}'))
+        llm.responder = model
+        run = runs.run_create(project=acme, version=outcome.version, target_kind=Run.TargetKind.MODEL, target={
+            "base_url": llm.url, "model": "m", "tool_model": {"base_url": player.url, "model": "player"}})
+        assert sorted(t["function"]["name"] for t in run.target["tools"]) == ["get_humidity", "get_temperature"]
+        run = runs.run_execute_here(run.pk)
+        assert "Humidity is 40% everywhere." in player.requests[0].body["messages"][0]["content"]
+    calls = {r.case.eval_id: r.output["turns"][0]["tool_calls"][0] for r in CaseResult.objects.filter(run=run)
+             .select_related("case")}
+    assert (calls["mocked"]["simulated"], calls["mocked"]["result"]) == ("mock", {"celsius": 18})
+    assert (calls["played"]["simulated"], calls["played"]["result"]) == ("llm", {"humidity": 40})
