@@ -73,6 +73,8 @@ def test_the_docs_example_runs_against_a_scripted_model(alice_client: Client, ac
     assert (tokyo.prompt_tokens, tokyo.completion_tokens) == (270, 32)
     assert tokyo.latency_seconds is not None
 
+    run_page = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert f"model gpt-4o-mini at {llm.url}, tools simulated" in run_page
     page = alice_client.get(f"/runs/{run.pk}/cases/{tokyo.pk}/")
     assert page.status_code == 200
     assert "simulated: the eval set&#x27;s expected response" in page.content.decode()
