@@ -50,11 +50,11 @@ BEGIN, END = "<!-- bench-figures:begin -->", "<!-- bench-figures:end -->"
 FULL = {"import": 10_000, "import_runs": 3, "engine": 10_000, "growth": [1_000, 10_000, 100_000], "repeat": 5,
         "results_import": 10_000, "otlp_requests": 60, "deletion": 10_000, "review": 10_000, "causes": 100_000,
         "wide_csv_rows": 5_000, "fairness_cases": 2_000, "otlp_refusal_spans": 1_000_000, "recovery_lease": 15,
-        "sweep_traces": 1_000_000, "memory_cases": 100_000, "memory_evalset_cases": 14_000}
+        "sweep_traces": 1_000_000, "memory_cases": 100_000, "memory_evalset_cases": 14_000, "model_loop_cases": 300}
 QUICK = {"import": 1_000, "import_runs": 1, "engine": 1_000, "growth": [200, 2_000], "repeat": 3,
          "results_import": 1_000, "otlp_requests": 12, "deletion": 1_000, "review": 500, "causes": 1_000,
          "wide_csv_rows": 1_000, "fairness_cases": 500, "otlp_refusal_spans": 100_000, "recovery_lease": 6,
-         "sweep_traces": 100_000, "memory_cases": 5_000, "memory_evalset_cases": 2_000}
+         "sweep_traces": 100_000, "memory_cases": 5_000, "memory_evalset_cases": 2_000, "model_loop_cases": 100}
 
 
 @dataclass
@@ -308,6 +308,11 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
                           pf["import_ratio"]))
     figures.append(Figure(f"promptfoo_* criteria, {_size(n)} outputs x 4", pf["scoring_seconds"], "s",
                           "<= 3x floor", pf["scoring_ratio"]))
+    n = sizes["model_loop_cases"]  # issue 43: the model target's chat loop
+    print(f"model target loop ({n} cases, 3 model calls each, against a zero-latency scripted model)...", flush=True)
+    loop = run_bench("model_loop_bench.py", "--cases", str(n))
+    figures.append(Figure("model target loop overhead per model call", loop["overhead_ms_per_call"] / 1000, "ms",
+                          "< 2 ms", loop["ratio"]))
     if postgres:
         print("recovery benchmark on PostgreSQL (database drop, killed worker)...", flush=True)
         with scratch_database(postgres) as url:

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from django.core.paginator import Paginator
 from django.db import models
 
-from .models import AuditEvent, EvalSet, Project, Run
+from .models import AuditEvent, EvalSet, Experiment, Project, Run
 
 if TYPE_CHECKING:
     from evaluations.evalsets.services import ImportOutcome
@@ -69,6 +69,15 @@ def record_rename(*, evalset: EvalSet, actor: Any, before: str, via: str) -> Aud
     return audit_record(project=evalset.project, actor=actor, verb=AuditEvent.Verb.EVALSET_RENAMED, obj=evalset,
                         summary=f"renamed eval set “{before}” to “{evalset.display_name}” through {via}",
                         data={"from": before, "to": evalset.display_name})
+
+
+def record_experiment(*, experiment: Experiment, runs: Sequence[Run], actor: Any, via: str) -> None:
+    """An experiment started: its own event, and each of its runs' as any run started."""
+    audit_record(project=experiment.project, actor=actor, verb=AuditEvent.Verb.EXPERIMENT_STARTED, obj=experiment,
+                 summary=f"started experiment #{experiment.pk}{f' {experiment.name}' if experiment.name else ''} "
+                         f"({len(runs)} variants) through {via}", data={"runs": [run.pk for run in runs]})
+    for run in runs:
+        record_run(run=run, actor=actor, verb=AuditEvent.Verb.RUN_STARTED, via=via)
 
 
 def record_run(*, run: Run, actor: Any, verb: str, via: str, data: dict[str, Any] | None = None) -> AuditEvent:

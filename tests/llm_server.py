@@ -40,6 +40,26 @@ def reply_json(value: Any) -> Behaviour:
     return Behaviour(content=json.dumps(value))
 
 
+def completion(message: dict[str, Any], *, finish_reason: str = "stop", usage: dict[str, Any] | None = None,
+               headers: dict[str, str] | None = None) -> Behaviour:
+    """A whole chat completion with this message (tool calls, content parts, ...)."""
+    return Behaviour(body={"id": "chatcmpl-test", "object": "chat.completion", "model": "scripted",
+                           "choices": [{"index": 0, "finish_reason": finish_reason, "message": message}],
+                           "usage": usage if usage is not None else {"prompt_tokens": 10, "completion_tokens": 5,
+                                                                     "total_tokens": 15}},
+                     headers=headers or {})
+
+
+def tool_calls(*calls: tuple[str, Any], content: str | None = None, **usage: Any) -> Behaviour:
+    """The model asks for tools: (name, arguments) pairs, the arguments a dict (sent as JSON
+    text, as OpenAI does) or a string sent as it is (malformed arguments)."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": [
+        {"id": f"call_{i + 1}", "type": "function",
+         "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+        for i, (name, args) in enumerate(calls)]}
+    return completion(message, finish_reason="tool_calls", usage=usage or None)
+
+
 def status(code: int, message: str = "server error", headers: dict[str, str] | None = None) -> Behaviour:
     return Behaviour(status=code, body={"error": {"message": message}}, headers=headers or {})
 

@@ -24,6 +24,8 @@ from django.utils import timezone
 from evaluations.evalsets.services import evalset_import
 from evaluations.interop import SourceFile
 from evaluations.models import (
+    Experiment,
+    ExperimentVariant,
     HumanGrade,
     Membership,
     Monitor,
@@ -35,6 +37,7 @@ from evaluations.models import (
     TraceThread,
     Triage,
 )
+from evaluations.prompts.services import prompt_create
 from evaluations.runs import services as runs
 from evaluations.schemas.outputs import AgentOutput
 from tests.conftest import REALWORLD
@@ -108,6 +111,23 @@ ROUTES = [
     Route("nway_compare", READ, query="?runs={base},{run}"),
     Route("nway_case", READ, query="?runs={base},{run}&case={eval_id}"),
     Route("nway_csv", READ, query="?runs={base},{run}"),
+    Route("nway_trajectories", READ, query="?runs={base},{run}&case={eval_id}"),
+    # Prompts and experiments (issue 43)
+    Route("prompt_list", READ, scoped=False),
+    Route("prompt_detail", READ),
+    Route("prompt_diff", READ, query="?from=1&to=1"),
+    Route("experiment_list", READ, scoped=False),
+    Route("experiment_new", WRITE, scoped=False),
+    Route("experiment_detail", READ),
+    Route("experiment_status", READ),
+    Route("api_prompts", READ, api=True, scoped=False),
+    Route("api_prompt", READ, api=True),
+    Route("api_prompt_versions", WRITE, "post", api=True, data=(("system", "Be briefer."), ("user", "{{{{input}}}}"))),
+    Route("api_prompt_version", READ, api=True),
+    Route("api_prompt_diff", READ, api=True, query="?from=1&to=1"),
+    Route("api_experiments", READ, api=True, scoped=False),
+    Route("api_experiment", READ, api=True),
+    Route("api_compare_trajectories", READ, api=True, query="?runs={base},{run}&case={eval_id}"),
     Route("evalset_leaderboard", READ),
     Route("run_detail", READ),
     Route("run_progress", READ),
@@ -325,11 +345,16 @@ def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, 
     rule = NotifyRule.objects.create(project=acme, name="regressions", kind="run_finished", condition="regressions")
     monitor = Monitor.objects.create(project=acme, name="answers", criteria={"json": {"evaluator": "json_valid"}})
     TraceThread.objects.create(project=acme, thread_id="t-1", first_at=timezone.now(), last_at=timezone.now())
+    prompt = prompt_create(project=acme, name="support", system="Be brief.", actor=alice).prompt
+    experiment = Experiment.objects.create(project=acme, evalset=version.evalset, evalset_version=version,
+                                           name="models", created_by=alice)
+    ExperimentVariant.objects.create(experiment=experiment, position=0, label="base", model="m", run=base)
+    ExperimentVariant.objects.create(experiment=experiment, position=1, label="candidate", model="m", run=run)
     # an eval set uploaded as ADK files, so it downloads in ADK's own format too
     adk_files = ["google-adk/hello_world_agent/roll_die.test.json", "google-adk/hello_world_agent/test_config.json"]
     adk = evalset_import(project=acme, files=[SourceFile(p, (REALWORLD / p).read_bytes()) for p in adk_files])[0].version
     return {"base": base, "triage": triage, "grade": grade, "trace": trace, "adk": adk, "channel": channel,
-            "rule": rule, "monitor": monitor,
+            "rule": rule, "monitor": monitor, "prompt": prompt, "experiment": experiment,
         "acme": acme, "version": version, "evalset": version.evalset, "case": version.cases.first(),
         "run": run, "result": result, "token": token,
         "alice": alice, "bob": bob, "carol": carol, "dave": dave,
@@ -358,6 +383,11 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "project_report": {"slug": "acme"}, "project_report_md": {"slug": "acme"},
         "project_report_csv": {"slug": "acme"}, "api_triage_history": {"pk": w["triage"].pk},
         "account_token_revoke": {"pk": w["token"].pk},
+        "prompt_detail": {"pk": w["prompt"].pk}, "prompt_diff": {"pk": w["prompt"].pk},
+        "api_prompt": {"pk": w["prompt"].pk}, "api_prompt_versions": {"pk": w["prompt"].pk},
+        "api_prompt_version": {"pk": w["prompt"].pk, "number": 1}, "api_prompt_diff": {"pk": w["prompt"].pk},
+        "experiment_detail": {"pk": w["experiment"].pk}, "experiment_status": {"pk": w["experiment"].pk},
+        "api_experiment": {"pk": w["experiment"].pk},
         "triage_comment": {"pk": w["triage"].pk},
         "run_case": {"run_pk": w["run"].pk, "result_pk": w["result"].pk},
         "run_case_by_eval_id": {"run_pk": w["run"].pk},

@@ -65,6 +65,12 @@ TWINS: dict[str, tuple[str, ...] | str] = {
     # Review.
     "compare": ("api_compare",), "compare_csv": ("api_compare",), "run_compare_pick": ("api_compare",),
     "nway_compare": ("api_compare_runs",), "nway_case": ("api_compare_runs",), "nway_csv": ("api_compare_runs",),
+    "nway_trajectories": ("api_compare_trajectories",),
+    # Issue 43: prompts and experiments.
+    "prompt_list": ("api_prompts",), "prompt_detail": ("api_prompt", "api_prompt_versions"),
+    "prompt_diff": ("api_prompt_diff",),
+    "experiment_list": ("api_experiments",), "experiment_new": ("api_experiments",),  # POST
+    "experiment_detail": ("api_experiment",), "experiment_status": ("api_experiment",),
     "review_queue": ("api_review",), "triage_update": ("api_triage",), "triage_comment": ("api_triage_comments",),
     "triage_bulk": ("api_review_bulk",), "review_count": ("api_review",), "review_queue_csv": ("api_review",),
     "grade_save": ("api_grades",), "grading_queue": ("api_grading_queue",), "judge_calibration": ("api_calibration",),

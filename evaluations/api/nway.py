@@ -27,6 +27,7 @@ from evaluations.models import EvalSet, Run
 from evaluations.review import leaderboard as leaderboards
 from evaluations.review import nway
 from evaluations.review.selectors import run_label
+from evaluations.review.trajectories import trajectories_across
 from evaluations.runs.selectors import runs_visible_to
 
 CORRECTION = ("Each run is tested against the reference with an exact McNemar test of its pass/fail flips; the "
@@ -261,3 +262,44 @@ class Leaderboard(APIView):
         return Response({"evalset": evalset.pk, "criterion": board.criterion, "criteria": board.criteria,
                          "axis": board.axis, "branches": board.branches, "models": board.models,
                          "entries": entries, "page_url": absolute(page)})
+
+
+class TrajectoryQuerySerializer(serializers.Serializer):
+    runs = serializers.CharField(help_text="2 to 8 ids of completed runs of one eval set, comma-separated")
+    case = serializers.CharField(max_length=255, help_text="the eval_id")
+
+
+class NwayTrajectories(APIView):
+    @extend_schema(
+        operation_id="compare_trajectories_across_runs",
+        summary="One case's tool-call trajectories across 2 to 8 runs, aligned",
+        description=("Each turn is aligned on the case's expected calls (or, when it expects none, on the first "
+                     "run's): a row per call with each run's answering call (`matched`, `args_differ`), `missing`, "
+                     "or a call beyond the pivot (`unexpected`); `diverges` marks rows where the runs differ and "
+                     "`first_divergence` the first. Simulated tool results carry their source (`simulated`)."),
+        parameters=[TrajectoryQuerySerializer],
+        responses={200: OpenApiResponse(description="the aligned rows"),
+                   400: OpenApiResponse(ErrorSerializer, description="bad parameters, or runs that cannot be "
+                                                                     "compared together"),
+                   401: OpenApiResponse(ErrorSerializer, description="no or invalid token"),
+                   403: OpenApiResponse(ErrorSerializer, description="not allowed"),
+                   404: OpenApiResponse(ErrorSerializer, description="a run not in your projects, or no such case")},
+        tags=["comparisons"],
+    )
+    def get(self, request: Request) -> Response:
+        form = TrajectoryQuerySerializer(data=request.query_params)
+        form.is_valid(raise_exception=True)
+        try:
+            ids = nway.parse_run_ids(form.validated_data["runs"])
+        except nway.NwayError as exc:
+            raise ApiError(400, "invalid", str(exc), [problem(str(exc), "runs")]) from None
+        try:
+            runs = nway.nway_runs(runs_visible_to(request.user), ids)
+        except Run.DoesNotExist:
+            raise Http404("no such run") from None
+        except nway.NwayError as exc:
+            raise ApiError(400, "not_comparable", str(exc), [problem(str(exc), "runs")]) from None
+        table = trajectories_across(runs, [run_label(run) for run in runs], form.validated_data["case"])
+        if table is None:
+            raise Http404("no such case in these runs")
+        return Response(table.as_dict())

@@ -4,6 +4,7 @@ from evaluations.api import common as _schema_extensions  # noqa: F401 - registe
 from evaluations.api import (
     compare,
     curation,
+    experiments,
     grades,
     imports,
     metrics,
@@ -11,6 +12,7 @@ from evaluations.api import (
     notify,
     nway,
     projects,
+    prompts,
     runs,
     signins,
     traces,
@@ -85,6 +87,15 @@ urlpatterns = [
     path("tokens/<id:pk>/revoke/", projects.TokenRevoke.as_view(), name="api_token_revoke"),
     path("compare/", compare.CompareView.as_view(), name="api_compare"),
     path("compare/runs/", nway.NwayCompareView.as_view(), name="api_compare_runs"),
+    path("compare/runs/trajectories/", nway.NwayTrajectories.as_view(), name="api_compare_trajectories"),
+    # Prompts and experiments (issue 43)
+    path("prompts/", prompts.PromptList.as_view(), name="api_prompts"),
+    path("prompts/<id:pk>/", prompts.PromptDetail.as_view(), name="api_prompt"),
+    path("prompts/<id:pk>/versions/", prompts.PromptVersions.as_view(), name="api_prompt_versions"),
+    path("prompts/<id:pk>/versions/<id:number>/", prompts.PromptVersionDetail.as_view(), name="api_prompt_version"),
+    path("prompts/<id:pk>/diff/", prompts.PromptDiff.as_view(), name="api_prompt_diff"),
+    path("experiments/", experiments.ExperimentList.as_view(), name="api_experiments"),
+    path("experiments/<id:pk>/", experiments.ExperimentDetail.as_view(), name="api_experiment"),
     # Notifications (issue 32)
     path("projects/<slug:slug>/notify/channels/", notify.ChannelList.as_view(), name="api_notify_channels"),
     path("projects/<slug:slug>/notify/channels/<id:pk>/", notify.ChannelDetail.as_view(), name="api_notify_channel"),

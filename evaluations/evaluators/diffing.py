@@ -270,7 +270,7 @@ class AlignmentRow:
         }
 
 
-_CALL_EXTRAS = ("call_id", "result", "error", "latency_seconds", "node")
+_CALL_EXTRAS = ("call_id", "result", "error", "latency_seconds", "node", "simulated")
 
 
 def call_dict(call: ToolCall) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from evaluations.models.notify import (
     NotifyRule,
 )
 from evaluations.models.once import UsedOnce
+from evaluations.models.prompts import Experiment, ExperimentVariant, Prompt, PromptQuerySet, PromptVersion
 from evaluations.models.review import (
     AuditEvent,
     CauseSet,
@@ -77,6 +78,8 @@ __all__ = [
     "EvalSetSource",
     "EvalSetVersion",
     "EvaluationConfig",
+    "Experiment",
+    "ExperimentVariant",
     "HumanGrade",
     "IdempotentRequest",
     "JSONText",
@@ -98,6 +101,9 @@ __all__ = [
     "NotifyRule",
     "Project",
     "ProjectQuerySet",
+    "Prompt",
+    "PromptQuerySet",
+    "PromptVersion",
     "ResultCause",
     "Retention",
     "RetentionSweep",

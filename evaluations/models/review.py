@@ -195,6 +195,8 @@ class AuditEvent(models.Model):
         MONITOR_EDITED = "monitor.edited"
         MONITOR_BACKFILLED = "monitor.backfilled"
         RETENTION_CHANGED = "retention.changed"
+        PROMPT_SAVED = "prompt.saved"
+        EXPERIMENT_STARTED = "experiment.started"
 
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,

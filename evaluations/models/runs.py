@@ -27,6 +27,7 @@ class Run(models.Model):
         HTTP = "http"
         PYTHON = "python"
         TRACES = "traces"  # the agent runs elsewhere and sends its traces (evaluations/ingest)
+        MODEL = "model"  # evalsite runs a model, a prompt and simulated tools (runs/targets/model.py)
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
     evalset_version = models.ForeignKey(EvalSetVersion, on_delete=models.PROTECT, related_name="runs")

@@ -267,6 +267,11 @@ def _build_target(run: Run) -> Any:
         from evaluations.runs.targets.http import HttpTarget, HttpTargetSpec
 
         return HttpTarget(HttpTargetSpec.model_validate(run.target), simulate_user=simulate_user)
+    if run.target_kind == Run.TargetKind.MODEL:
+        from evaluations.runs.targets.model import ModelTarget
+        from evaluations.schemas.model_target import ModelTargetSpec
+
+        return ModelTarget(ModelTargetSpec.model_validate(run.target), simulate_user=simulate_user)
     from evaluations.runs.targets.python import PythonTarget, PythonTargetSpec
 
     return PythonTarget(PythonTargetSpec.model_validate({"warmups": run.warmups, **run.target}),

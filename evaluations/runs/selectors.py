@@ -146,6 +146,11 @@ def target_label(kind: str, target: dict[str, Any]) -> str:
     if kind == Run.TargetKind.HTTP:
         names = ", ".join(sorted(str(k) for k in (target.get("headers") or {})))
         return f"HTTP {target.get('url', '')}" + (f" (headers: {names})" if names else "")
+    if kind == Run.TargetKind.MODEL:
+        raw = target.get("prompt")
+        prompt: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        which = f", prompt {prompt['prompt_id']} v{prompt.get('version')}" if prompt.get("prompt_id") else ""
+        return f"model {target.get('model', '')} at {target.get('base_url', '')}{which}, tools simulated"
     path = str(target.get("callable", ""))
     if path == DEMO_CALLABLE:
         faults = (target.get("metadata") or {}).get("faults")

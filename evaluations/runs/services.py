@@ -137,6 +137,9 @@ def run_create(
         why = refusal(str((target or {}).get("url", "")))
         if why is not None:
             raise RunError(f"the target URL is refused: {why}")
+    if target_kind == Run.TargetKind.MODEL:
+        target = model_target_prepare(project=project, version=version, target=target or {})
+        labels = {**(labels or {}), "model": (labels or {}).get("model") or target["model"]}
     if not 1 <= iterations <= MAX_ITERATIONS:
         raise RunError(f"iterations must be between 1 and {MAX_ITERATIONS}, not {iterations}")
     if version.evalset.project_id != project.pk:
@@ -226,6 +229,60 @@ def run_create(
             transaction.on_commit(lambda: run_enqueue(run.pk), robust=True)
     run.refresh_from_db()
     return run
+
+
+def model_target_prepare(*, project: Project, version: EvalSetVersion, target: dict[str, Any]) -> dict[str, Any]:
+    """A model target as the run keeps it: validated, its URLs through the egress policy, the
+    prompt's text taken from the stored prompt version it names (`prompt: {"prompt_id", "version"}`,
+    the latest when no version), and, without `tools`, the eval set's tools inferred from its
+    cases (the same list for every case). RunError says what is wrong and where."""
+    from pydantic import ValidationError
+
+    from evaluations.runs.targets.egress import refusal
+    from evaluations.runs.targets.model import inferred_tools
+    from evaluations.schemas.model_target import ModelTargetSpec
+
+    raw = dict(target)
+    prompt = raw.get("prompt")
+    if isinstance(prompt, dict) and prompt.get("prompt_id") is not None:
+        raw["prompt"] = _stored_prompt(project, prompt)
+    try:
+        spec = ModelTargetSpec.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"target.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                             for e in exc.errors(include_url=False)[:5])
+        raise RunError(problems) from None
+    urls = [("base_url", spec.base_url)]
+    if spec.tool_model is not None:
+        urls.append(("tool_model.base_url", spec.tool_model.base_url))
+    for field, url in urls:
+        if url:
+            why = refusal(f"{url}/chat/completions")
+            if why is not None:
+                raise RunError(f"target.{field} is refused: {why}")
+    if spec.tools is None:
+        cases = (native_case(row) for row in EvalCase.objects.in_version(version).order_by("position").iterator(500))
+        spec = spec.model_copy(update={"tools": inferred_tools(cases), "tools_inferred": True})
+    return spec.model_dump(mode="json", exclude_none=True)
+
+
+def _stored_prompt(project: Project, ref: dict[str, Any]) -> dict[str, Any]:
+    """The text of the stored prompt version `ref` names. Text given beside the reference must
+    be that version's (as a run keeps it), else the two disagree and nothing is created."""
+    from evaluations.prompts.selectors import prompt_version_get
+
+    try:
+        number = int(ref["version"]) if ref.get("version") is not None else None
+        found = prompt_version_get(project=project, prompt_id=int(ref["prompt_id"]), number=number)
+    except (TypeError, ValueError):
+        raise RunError("target.prompt.prompt_id and version must be whole numbers") from None
+    if found is None:
+        which = f" version {ref['version']}" if ref.get("version") is not None else ""
+        raise RunError(f"target.prompt: no prompt {ref['prompt_id']}{which} in this project")
+    if ("system" in ref and ref["system"] != found.system) or ("user" in ref and ref["user"] != found.user):
+        raise RunError(f"target.prompt: the text given is not prompt {found.prompt_id} version {found.number}'s; "
+                       "give either the text or the stored prompt")
+    return {"system": found.system, "user": found.user, "prompt_id": found.prompt_id, "version": found.number}
 
 
 # --- Queueing -------------------------------------------------------------------------------

@@ -42,6 +42,9 @@ class OutputToolCall(ToolCall):
     error: str | None = None  # the tool failed (counts as a failure in per-tool aggregates)
     latency_seconds: float | None = None
     node: str | None = None  # the agent node that made the call, when known
+    # The model target: where evalsite's simulated result came from (evaluations/runs/simulation.py:
+    # "expected", "mock", "llm" or "none"); None for a tool that really ran.
+    simulated: str | None = None
 
 
 class TurnOutput(_Output):

@@ -58,6 +58,7 @@ from evaluations.review.drilldown import (
 )
 from evaluations.review.selectors import Walk, run_label, trajectory_settings
 from evaluations.runs.engine import native_case
+from evaluations.runs.simulation import LABELS as SIMULATION_LABELS
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.evalset import Invocation, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
@@ -213,6 +214,11 @@ class CallSide:
     result_json: str | None
     error: str | None
     latency: float | None
+    simulated: str | None = None  # the model target: where evalsite's simulated result came from
+
+    @property
+    def simulated_label(self) -> str:
+        return SIMULATION_LABELS.get(self.simulated or "", self.simulated or "")
 
 
 @dataclass(frozen=True)
@@ -244,7 +250,7 @@ def _side(call: ToolCall | None) -> CallSide | None:
         return None
     fields = call.__dict__
     return CallSide(call.name, None if call.result is None else pretty_json(call.result), fields.get("error"),
-                    fields.get("latency_seconds"))
+                    fields.get("latency_seconds"), fields.get("simulated"))
 
 
 def diff_rows(rows: list[AlignmentRow], anchor: str = "") -> list[DiffRow]:

@@ -4,6 +4,7 @@
   per-criterion means of each run, the best marked where significant against the reference,
   latency and cost, and the cases x runs matrix (`evaluations.review.nway`);
 - `/compare/runs/case/?runs=...&case=<eval_id>`: one case from every run side by side;
+- `/compare/runs/trajectories/?runs=...&case=<eval_id>`: its tool-call trajectories aligned across the runs;
 - `/compare/runs/export.csv?runs=...`: the matrix as CSV;
 - `/evalsets/<pk>/leaderboard/[?criterion=][&branch=][&model=][&axis=cost|latency]`.
 
@@ -34,8 +35,10 @@ from evaluations.review import leaderboard as boards
 from evaluations.review import nway
 from evaluations.review.causes import causes_across
 from evaluations.review.selectors import run_label
+from evaluations.review.trajectories import trajectories_across
 from evaluations.runs import exports
 from evaluations.runs.selectors import runs_visible_to
+from evaluations.runs.simulation import LABELS as SIMULATION_LABELS
 from evaluations.web.charts import to_html
 from evaluations.web.charts.nway import ParetoPoint, pareto_chart
 from evaluations.web.views.common import enter_project
@@ -151,7 +154,9 @@ def nway_case(request: HttpRequest) -> HttpResponse:
                                                       "reference": reference.pk})
     return render(request, "evaluations/compare/nway_case.html", {
         "columns": columns, "eval_id": eval_id, "evalset": runs[0].evalset_version.evalset, "back": back,
-        "reference": reference})
+        "reference": reference,
+        "trajectories_url": reverse("nway_trajectories") + "?" + urlencode({
+            "runs": ",".join(str(run.pk) for run in runs), "reference": reference.pk, "case": eval_id})})
 
 
 def matrix_csv_rows(runs: list[Run], criterion: str, sort: str) -> Iterator[list[Any]]:
@@ -164,6 +169,28 @@ def matrix_csv_rows(runs: list[Run], criterion: str, sort: str) -> Iterator[list
         for row in nway.matrix_rows(ids, sort=sort, criterion=criterion, offset=offset, limit=500):
             yield [row.eval_id, row.split, *(value for cell in row.cells
                                              for value in (cell.outcome or "", cell.score, cell.line))]
+
+
+@login_required
+@require_GET
+def nway_trajectories(request: HttpRequest) -> HttpResponse:
+    """One case's tool-call trajectories across the runs, in aligned columns (`review.trajectories`)."""
+    try:
+        runs, reference, labels = _runs(request)
+    except nway.NwayError as exc:
+        return _bad(request, str(exc))
+    eval_id = request.GET.get("case", "")
+    table = trajectories_across(runs, labels, eval_id)
+    if table is None:
+        raise Http404("no such case in these runs")
+    enter_project(request, runs[0].project)
+    base = {"runs": ",".join(str(run.pk) for run in runs), "reference": reference.pk}
+    return render(request, "evaluations/compare/nway_trajectories.html", {
+        "table": table, "eval_id": eval_id, "evalset": runs[0].evalset_version.evalset,
+        "back": reverse("nway_compare") + "?" + urlencode(base),
+        "case_url": reverse("nway_case") + "?" + urlencode({**base, "case": eval_id}),
+        "columns": list(zip(table.run_ids, table.labels, table.result_pks, table.statuses, strict=True)),
+        "sources": SIMULATION_LABELS})
 
 
 @login_required
