@@ -103,6 +103,13 @@ def qag_score(verdicts: list[Any], *, passing: tuple[Verdict, ...], strict: bool
     return 0 if strict and score < threshold else score
 
 
+def logged(*values: Any) -> None:
+    """DeepEval's measure ends by writing its verbose log, which takes the length of each list
+    of intermediate steps: a judge that answered null or a number for one makes it raise."""
+    for value in values:
+        len(value)
+
+
 # --- The judge -----------------------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from evaluations.evaluators.deepeval_judged.core import (
     Measured,
     TestCase,
     Unmeasurable,
+    logged,
     missing,
     qag_score,
     single_turn,
@@ -112,6 +113,7 @@ class Faithfulness(_SingleTurn):
                     contradictions.append(f"(Ambiguous) {v.reason}")
             reason = judge.reason(prompts.reason("faithfulness", format(score, ".2f"), contradictions=contradictions),
                                   s.FaithfulnessScoreReason)
+        logged(truths, claims)
         return Measured(score, reason, steps)
 
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from evaluations.evaluators.base import register
 from evaluations.evaluators.deepeval_judged import prompts
 from evaluations.evaluators.deepeval_judged import schemas as s
-from evaluations.evaluators.deepeval_judged.core import Judge, JudgedOptions, Measured, qag_score
+from evaluations.evaluators.deepeval_judged.core import Judge, JudgedOptions, Measured, logged, qag_score
 from evaluations.evaluators.deepeval_judged.rag import _SingleTurn, dumped
 from evaluations.evaluators.deepeval_judged.schemas import YES_NO, YES_NO_BORDERLINE, Verdict
 from evaluations.schemas.evalset import EvalCase
@@ -43,6 +43,7 @@ class _Opinions(_SingleTurn):
             found = [v.reason for v in verdicts if v.verdict == Verdict.YES]
             reason = judge.reason(prompts.reason(f"{self.label} (1 means none found)", format(score, ".2f"),
                                                  **{f"{self.label}_found": found}), self.reason_schema)
+        logged(opinions)
         return Measured(score, reason, steps)
 
 
@@ -132,6 +133,7 @@ class Summarization(_SingleTurn):
             reason = judge.reason(prompts.reason("summarization", format(score, ".2f"), contradictions=contradictions,
                                                  redundancies=redundancies, questions_the_summary_misses=missed),
                                   s.SummarizationScoreReason)
+        logged(truths, claims, questions)
         return Measured(score, reason, steps)
 
 
