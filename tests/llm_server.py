@@ -104,6 +104,10 @@ class FakeLLM:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # Headers and body go out in two writes: with Nagle's algorithm on, the second waits
+            # for the client's delayed ACK of the first (~40 ms a call), as no real server does.
+            disable_nagle_algorithm = True
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")

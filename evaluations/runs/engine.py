@@ -161,6 +161,10 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
     yielded = False
     try:
         floor = _chunk_floor(target)
+        if target is None and any(_calls_judge(e) for e, _, _ in evaluators.values()):
+            # a judge's calls overlap within a chunk only: chunks of a few cases would leave
+            # most of the judge threads idle at each chunk's end
+            floor = max(floor, 4 * settings.EVALSITE_JUDGE_CONCURRENCY)
         # uploaded outputs have no agent to wait for: start at full chunks (a slow judge
         # shrinks them after the first); an agent's results start at its concurrency
         ceiling = STORED_CHUNK if target is None else CHUNK

@@ -12,6 +12,6 @@ DeepEval's own metrics against the same replies.
 Modules: `rag.py` (answer relevancy, faithfulness, contextual precision / recall / relevancy,
 hallucination), `safety.py` (bias, toxicity, summarization), `geval.py`, `agentic.py` (task
 completion, argument correctness, tool use), `conversational.py` (turn relevancy, knowledge
-retention, role adherence, conversation completeness); `names.py` maps DeepEval's metric
-names and classes to these criteria.
+retention, role adherence, conversation completeness); `interop/deepeval/metrics.py` maps
+DeepEval's metric names and classes to these criteria.
 """
