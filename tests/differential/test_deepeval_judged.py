@@ -353,7 +353,8 @@ def test_g_eval_scores_as_deepeval_does_without_log_probabilities(
 @SETTINGS
 @given(fields=single_turn_case(), setup=common(reasons=False), task=st.none() | short,
        replies=st.fixed_dictionaries({
-           "TaskAndOutcome": queue(st.fixed_dictionaries({"task": short, "outcome": short}) | st.just({"task": "t"})),
+           "TaskAndOutcome": queue(mostly(st.fixed_dictionaries({"task": short, "outcome": short}),
+                                          st.just({"task": "t"}))),
            "TaskCompletionVerdict": queue(st.fixed_dictionaries({"verdict": number, "reason": short}))}))
 def test_task_completion_scores_as_deepeval_does(deepeval: Bridge, judge: FakeLLM, fields: dict[str, Any],
                                                  setup: tuple[float, dict[str, Any]], task: str | None,
@@ -424,7 +425,7 @@ def test_role_adherence_scores_as_deepeval_does(deepeval: Bridge, judge: FakeLLM
 
 @SETTINGS
 @given(turns=conversation(), setup=common(reasons=False), replies=st.fixed_dictionaries({
-    "ToolSelectionScore": queue(scored | st.just({"score": 1}), 4),
+    "ToolSelectionScore": queue(mostly(scored, st.just({"score": 1})), 4),
     "ArgumentCorrectnessScore": queue(scored, 4), "Reason": queue(st.fixed_dictionaries({"reason": short}), 2)}))
 def test_tool_use_scores_as_deepeval_does(deepeval: Bridge, judge: FakeLLM, turns: list[dict[str, Any]],
                                           setup: tuple[float, dict[str, Any]], replies: dict[str, list[str]]) -> None:

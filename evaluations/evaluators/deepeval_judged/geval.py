@@ -102,6 +102,11 @@ class GEval(_SingleTurn):
     title = "G-Eval"
     Options = GEvalOptions
 
+    @staticmethod
+    def references(options: GEvalOptions) -> list[str]:
+        """The evaluation params that come from the golden, not the exchange (a monitor has none)."""
+        return [p for p in options.evaluation_params if p in ("expected_output", "context", "expected_tools")]
+
     def measure(self, case: EvalCase, output: AgentOutput, options: Any, threshold: float, judge: Judge,
                 steps: dict[str, Any]) -> Measured:
         title = f"{options.name or 'G-Eval'} [GEval]"
