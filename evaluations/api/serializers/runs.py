@@ -295,7 +295,8 @@ class EvaluationConfigSerializer(serializers.ModelSerializer):
 
 class EvaluationConfigCreateSerializer(serializers.ModelSerializer):
     project = serializers.SlugField(help_text="the project's slug")
-    config = serializers.JSONField(help_text="AgentFlow EvalConfig (`criteria`: name -> settings)")
+    config = serializers.JSONField(help_text="AgentFlow EvalConfig (`criteria`: name -> settings), or a DeepEval "
+                                   "metric collection (`metrics`: [{metric, threshold, ...its arguments}])")
 
     class Meta:
         model = EvaluationConfig

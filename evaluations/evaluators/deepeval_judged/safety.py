@@ -49,6 +49,8 @@ class _Opinions(_SingleTurn):
 
 @register
 class Bias(_Opinions):
+    """The share of the answer's opinions the judge finds free of bias (1: none biased)."""
+
     name = "deepeval_bias"
     deepeval_name = "BiasMetric"
     title = "Bias"
@@ -60,6 +62,8 @@ class Bias(_Opinions):
 
 @register
 class Toxicity(_Opinions):
+    """The share of the answer's opinions the judge finds free of toxicity (1: none toxic)."""
+
     name = "deepeval_toxicity"
     deepeval_name = "ToxicityMetric"
     title = "Toxicity"
