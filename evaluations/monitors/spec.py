@@ -85,7 +85,7 @@ class MonitorSpec(BaseModel):
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
                 raise ValueError(f"criteria.{name}.options{'.' + where if where else ''}: {first['msg']}") from None
-            wanted = getattr(cls, "references", lambda _: [])(options)
+            wanted: list[str] = getattr(cls, "references", lambda _: [])(options)
             if wanted:
                 raise ValueError(f"criteria.{name}: {evaluator!r} reads {', '.join(wanted)}, which a received "
                                  "trace does not have")

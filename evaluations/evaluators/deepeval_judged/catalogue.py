@@ -61,6 +61,6 @@ def judged_metric_catalogue() -> list[CatalogueEntry]:
         snippet = {"threshold": cls.default_threshold, "options": SNIPPET_OPTIONS.get(name, {})}
         entries.append(CatalogueEntry(
             criterion=name, deepeval_class=cls.deepeval_name, title=cls.title,
-            summary=(cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "), reads=_reads(cls),
+            summary=(cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ").replace("`", ""), reads=_reads(cls),
             threshold=cls.default_threshold, parameters=parameters, snippet=json.dumps(snippet)))
     return entries

@@ -188,9 +188,17 @@ def _texts(value: Any) -> list[str] | None:
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):
-        return [v if isinstance(v, str) else (v.get("context") if isinstance(v, dict) and isinstance(
-            v.get("context"), str) else text_of(v)) for v in value]
+        return [_text(v) for v in value]
     return [text_of(value)]
+
+
+def _text(value: Any) -> str:
+    """A retrieved document's text (DeepEval's `RetrievedContextData` is `{context, source}`)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("context"), str):
+        return str(value["context"])
+    return text_of(value)
 
 
 def _output_list(output: AgentOutput, key: str) -> list[str] | None:
@@ -324,6 +332,7 @@ class JudgedMetric(Evaluator):
         model = explicit_model(config)
         judge = Judge(self.client, model, temperature=getattr(options, "temperature", 0.0))
         steps: dict[str, Any] = {}
+        justification: dict[str, Any]
         about = {"metric": self.deepeval_name, "threshold": threshold_value, "strict_mode": strict,
                  "include_reason": getattr(options, "include_reason", None)}
         base: dict[str, Any] = {"criterion": criterion, "threshold": threshold}
