@@ -109,6 +109,9 @@ class FakeLLM:
             # Headers and body go out in two writes: with Nagle's algorithm on, the second waits
             # for the client's delayed ACK of the first (~40 ms a call), as no real server does.
             disable_nagle_algorithm = True
+            # Keep-alive, as real servers do: a connection (and its thread) per client connection,
+            # not per request.
+            protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
                 with fake._lock:
