@@ -7,7 +7,10 @@ against a scripted OpenAI-compatible judge on 127.0.0.1 that answers every call 
 
 The clock starts before the run is created and stops when it is completed. The floor, in the
 same run: the ideal `calls x latency / concurrency` for the calls the judge actually answered
-(counted by the server, and by the run's own `judge_calls`). Target: <= 1.2x the floor.
+(counted by the server, and by the run's own `judge_calls`). Target: <= 1.2x the floor. Also
+printed: the mean number of calls in flight as each arrived, and the same number of calls made
+by `concurrency` bare threads against the same server right after (a quarter of them, scaled):
+what a loaded machine adds to each call whatever evalsite does.
 On SQLite in a scratch data directory (DATABASE_URL and REDIS_URL are ignored).
 """
 
@@ -91,10 +94,12 @@ def run_bench(cases: int, latency: float, concurrency: int) -> dict[str, Any]:
     project = project_get_or_create_default()
     [outcome] = evalset_import(project=project, files=[SourceFile("bench.evalset.json", json.dumps(evalset).encode())])
     answered = 0
+    in_flight: list[int] = []  # at each call's arrival, the calls being answered (itself included)
 
     def respond(body: dict[str, Any]) -> Behaviour:
         nonlocal answered
         answered += 1
+        in_flight.append(judge.in_flight)
         name = body["response_format"]["json_schema"]["name"]
         return Behaviour(content=json.dumps(REPLIES[name]), delay=latency,
                          usage={"prompt_tokens": 300, "completion_tokens": 40, "total_tokens": 340})
@@ -120,15 +125,41 @@ def run_bench(cases: int, latency: float, concurrency: int) -> dict[str, Any]:
             cluster.send_signal(signal.SIGTERM)
             cluster.wait(timeout=60)
             log.close()
+        made = answered  # the run's calls (the floor's below are not the run's)
+        # The floor this machine allows now: the same number of calls, made by `concurrency` bare
+        # threads (no evalsite), each sending its share one after another; a quarter, scaled.
+        from concurrent.futures import ThreadPoolExecutor
+
+        from evaluations.evaluators.deepeval_judged import schemas
+        from evaluations.evaluators.llm import ChatClient
+
+        client = ChatClient(base_url=judge.url, model="gpt-4o-mini", api_key="k")
+        share = max(1, made // 4 // concurrency)
+
+        def calls(_: int) -> None:
+            for _ in range(share):
+                client.structured_text([{"role": "user", "content": "x"}], schemas.Statements)
+
+        began = time.perf_counter()
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(calls, range(concurrency)))
+        measured = (time.perf_counter() - began) * made / (share * concurrency)
+        client.close()
     run.refresh_from_db()
+    answered = made
     ideal = answered * latency / concurrency
     print(f"{cases} cases x {len(CRITERIA)} judged metrics, {answered} judge calls at {latency * 1000:.0f} ms, "
           f"{concurrency} in flight: {total:.2f} s end to end (status {run.status}; the run counted "
           f"{run.judge_calls} calls, {run.judge_prompt_tokens + run.judge_completion_tokens} tokens, "
           f"${run.judge_cost_usd or 0:.4f}; estimated beforehand {run.judge_estimate})")
+    mean = sum(in_flight) / max(1, len(in_flight))
+    print(f"calls in flight when one arrived: mean {mean:.2f} of {concurrency}")
     print(f"floor (the ideal: calls x latency / concurrency): {ideal:.2f} s; ratio {total / ideal:.3f}x "
           f"(target <= 1.2x): {'OK' if total / ideal <= 1.2 else 'OVER TARGET'}")
-    return {"seconds": total, "floor_seconds": ideal, "ratio": total / ideal, "calls": answered,
+    print(f"the same calls from {concurrency} bare threads, measured now (a quarter, scaled): {measured:.2f} s "
+          f"({measured / ideal:.2f}x the ideal: this machine's own overhead); ratio to it {total / measured:.3f}x")
+    return {"seconds": total, "floor_seconds": ideal, "ratio": total / ideal, "calls": answered, "mean_in_flight": mean,
+            "measured_floor_seconds": measured, "measured_ratio": total / measured,
             "run_calls": run.judge_calls, "cases": cases, "status": run.status}
 
 

@@ -87,6 +87,13 @@ STORED_CHUNK = 125
 CHUNK_SECONDS = 0.25
 
 
+# A judged run of stored outputs writes chunks of at least this many cases per judge thread:
+# the threads fall idle one by one at a chunk's end and while it is written, so a chunk's
+# judge calls should take seconds, not the quarter second of CHUNK_SECONDS (its counters then
+# move every few seconds).
+JUDGED_CHUNK_PER_THREAD = 16
+
+
 UPLOADED_CHUNK_FLOOR = 10  # uploaded outputs: the smallest chunk a slow judge shrinks them to
 
 
@@ -164,7 +171,7 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
         if target is None and any(_calls_judge(e) for e, _, _ in evaluators.values()):
             # a judge's calls overlap within a chunk only: chunks of a few cases would leave
             # most of the judge threads idle at each chunk's end
-            floor = max(floor, 4 * settings.EVALSITE_JUDGE_CONCURRENCY)
+            floor = max(floor, JUDGED_CHUNK_PER_THREAD * settings.EVALSITE_JUDGE_CONCURRENCY)
         # uploaded outputs have no agent to wait for: start at full chunks (a slow judge
         # shrinks them after the first); an agent's results start at its concurrency
         ceiling = STORED_CHUNK if target is None else CHUNK
