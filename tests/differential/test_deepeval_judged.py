@@ -32,7 +32,8 @@ from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
 from tests.differential.test_differential import REPO, Bridge, _interpreter, texts
 from tests.llm_server import Behaviour, FakeLLM
 
-EXAMPLES = int(os.environ.get("EVALSITE_DIFFERENTIAL_EXAMPLES", "300")) // 2 or 1
+# A third of the suite's examples per metric: 18 tests of several judge calls each.
+EXAMPLES = int(os.environ.get("EVALSITE_DIFFERENTIAL_EXAMPLES", "300")) // 3 or 1
 SETTINGS = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
