@@ -124,7 +124,7 @@ def test_a_deepeval_metric_collection_is_saved_as_a_config_and_exported_back(
                                                       "config": collection}, content_type="application/json")
     assert response.status_code == 201, response.content
     preset = EvaluationConfig.objects.get(project=acme, name="rag checks")
-    assert list(preset.config["criteria"]) == ["deepeval_answer_relevancy", "g_eval_correctness"]
+    assert preset.criteria_order == ["deepeval_answer_relevancy", "g_eval_correctness"]
     EvalConfig.model_validate(preset.config)
     exported = alice_client.get(f"/api/v1/configs/{preset.pk}/deepeval/").json()
     assert exported["metrics"] == [

@@ -34,6 +34,12 @@ def test_the_real_files_are_there_each_with_its_licence() -> None:
         assert str(path.relative_to(REALWORLD.parent)) in readme
 
 
+def _criterion(name: str) -> str:
+    """A metric evalsite computes too is kept under its criterion's name; a G-Eval under its own."""
+    criterion = criterion_for(name)
+    return name if criterion is None or criterion == "deepeval_g_eval" else criterion
+
+
 def _deepeval_cases(doc: dict[str, Any]) -> list[dict[str, Any]]:
     data = doc.get("testRunData", doc)
     cases = (data.get("testCases") or []) + (data.get("conversationalTestCases") or [])
@@ -75,10 +81,7 @@ def test_a_real_deepeval_test_run_imports_with_deepevals_own_scores(acme: Projec
             (t["name"], t.get("inputParameters") or {}) for t in case.get("expectedTools") or []
         ]
         for metric in case.get("metricsData") or []:
-            criterion = criterion_for(metric["name"])  # a metric evalsite computes too takes its name
-            if criterion is None or criterion == "deepeval_g_eval":
-                criterion = metric["name"]
-            score = Score.objects.get(run=run, result=result, criterion=criterion)
+            score = Score.objects.get(run=run, result=result, criterion=_criterion(metric["name"]))
             assert score.evaluator == "imported:deepeval"
             assert score.raw_value == metric.get("score")
             assert score.score == metric.get("score")
@@ -89,6 +92,6 @@ def test_a_real_deepeval_test_run_imports_with_deepevals_own_scores(acme: Projec
             assert score.error == (metric.get("error") or "")
     assert run.cases_failed == data["testFailed"]
     assert run.cases_done - run.cases_failed == data["testPassed"]
-    # The run's metrics: DeepEval's names with DeepEval's thresholds.
+    # The run's metrics: DeepEval's names (or the criteria evalsite computes them with) with DeepEval's thresholds.
     for metric in data["metricsScores"]:
-        assert metric["metric"] in run.config["criteria"]
+        assert _criterion(metric["metric"]) in run.config["criteria"]

@@ -73,6 +73,7 @@ from evaluations.models import (
     ToolUsage,
     Trace,
 )
+from evaluations.ordering import config_in_order
 from evaluations.review.causes import run_causes
 from evaluations.runs import exports, selectors
 from evaluations.runs import services as runs
@@ -683,5 +684,5 @@ class EvaluationConfigDeepEval(APIView):
                               **error_responses(*READ_ERRORS)})
     def get(self, request: Request, pk: int) -> Response:
         preset = get_object_or_404(EvaluationConfig.objects.filter(project__in=visible_projects(request)), pk=pk)
-        collection, skipped = config_to_collection(preset.config or {}, preset.name)
+        collection, skipped = config_to_collection(config_in_order(preset.config, preset.criteria_order), preset.name)
         return Response({**collection, "skipped": skipped})

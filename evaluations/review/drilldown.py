@@ -116,6 +116,9 @@ STEP_LABELS = {"statements": "Statements", "truths": "Truths", "claims": "Claims
                "out_of_character": "Out of character", "tool_selection": "Tool selection",
                "argument_correctness": "Argument correctness"}
 MAX_STEP_ITEMS = 50
+STEP_ORDER = ["task", "outcome", "statements", "truths", "claims", "opinions", "questions", "coverage", "intentions",
+              "knowledge", "evaluation_steps", "verdicts", "out_of_character", "tool_selection", "argument_correctness",
+              "verdict", "judge_score", "score_range", "score_breakdown"]
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,9 @@ def judged_steps(justification: dict[str, Any]) -> JudgedSteps | None:
         return None
     shown: list[JudgedStep] = []
     facts: list[tuple[str, str]] = []
-    for key, value in steps.items():
+    # in the metric's order (PostgreSQL's jsonb does not keep the keys' order)
+    for key in sorted(steps, key=lambda k: (STEP_ORDER.index(k) if k in STEP_ORDER else len(STEP_ORDER), k)):
+        value = steps[key]
         label = STEP_LABELS.get(key, key.replace("_", " ").capitalize())
         if isinstance(value, list):
             flat = [v for group in value for v in group] if value and all(isinstance(v, list) for v in value) \
