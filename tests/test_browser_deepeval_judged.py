@@ -118,3 +118,19 @@ def test_the_new_run_page_offers_the_metrics_and_adds_one_to_the_config(chromium
     _shot(tab, f"new-run-metrics-{width}")
     catalogue.get_by_role("button", name="Add deepeval_g_eval to the config").scroll_into_view_if_needed()
     _shot(tab, f"new-run-metrics-{width}-view", full_page=False)
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_an_eval_sets_page_offers_the_metrics_with_their_parameters(chromium: Any, live_server: Any, alice: Any,
+                                                                     acme: Project, width: int) -> None:
+    version = generated_version(acme, 2)
+    tab = _login(chromium, live_server, width)
+    tab.goto(live_server.url + reverse("evalset_detail", args=[version.evalset_id]))
+    catalogue = tab.locator("[data-deepeval-catalogue]").first
+    catalogue.locator("summary").click()
+    expect(catalogue).to_contain_text("deepeval_conversation_completeness")
+    expect(catalogue).to_contain_text("window_size")  # turn relevancy's parameter, with DeepEval's default 10
+    assert catalogue.get_by_role("button").count() == 0  # nothing to add to here: the link says where
+    expect(tab.get_by_role("link", name="New run").last).to_be_visible()
+    catalogue.scroll_into_view_if_needed()
+    _shot(tab, f"evalset-metrics-{width}", full_page=False)

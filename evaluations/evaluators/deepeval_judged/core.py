@@ -13,15 +13,18 @@ error on the score, with the steps taken so far and what the calls cost.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evaluations.evaluators.base import Evaluator, ScoreResult, Threshold, text_of
+from evaluations.evaluators.deepeval_judged import prompts
 from evaluations.evaluators.deepeval_judged.schemas import YES_NO, Verdict
 from evaluations.evaluators.judge import explicit_model, prompt_version, stamp_judge
 from evaluations.evaluators.llm import ChatClient, Spend
@@ -31,6 +34,9 @@ from evaluations.schemas.outputs import AgentOutput
 
 R = TypeVar("R")
 DEFAULT_THRESHOLD = 0.5  # every DeepEval metric's default
+# What the judge is asked changes with prompts.py: its text is part of each score's prompt
+# version, so judge calibration tells one wording from another.
+PROMPTS_FINGERPRINT = hashlib.sha256(Path(prompts.__file__).read_bytes()).hexdigest()[:16]
 LEGACY_ALIASES = {"idk": Verdict.BORDERLINE}
 
 
@@ -311,7 +317,6 @@ class JudgedMetric(Evaluator):
     conversational: ClassVar[bool] = False
     calls_judge: ClassVar[bool] = True
     reference_free: ClassVar[bool] = True  # no expected answer needed: usable on monitors
-    prompts: ClassVar[tuple[str, ...]] = ()  # the prompts' text, for the judge's prompt version
 
     def __init__(self, client: ChatClient | None = None) -> None:
         self.client = client if client is not None else ChatClient()
@@ -355,7 +360,7 @@ class JudgedMetric(Evaluator):
         return stamp_judge([result], model=model or self.client.model, version=self.version(options))
 
     def version(self, options: BaseModel) -> str:
-        return prompt_version(self.name, self.prompts, options.model_dump(mode="json"))
+        return prompt_version(self.name, PROMPTS_FINGERPRINT, options.model_dump(mode="json"))
 
 
 def _describe(exc: Exception) -> str:
