@@ -19,6 +19,7 @@ Every failure is raised as `LLMError`, whose message says what went wrong and wh
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -93,6 +94,9 @@ class ChatClient:
         # None: try `response_format: json_schema` and fall back if the server refuses it.
         self.json_schema = json_schema
         self._transport = transport
+        # Calls in flight at once, shared by the clients of one batch (runs/engine.py): held
+        # around each HTTP request only, never while a retry waits.
+        self.limiter: threading.Semaphore | None = None
         self._http: httpx.Client | None = None
         self._lock = threading.Lock()
 
@@ -203,7 +207,8 @@ class ChatClient:
             attempts += 1
             retry_after: float | None = None
             try:
-                response = self._client().post(url, json=payload, headers=headers)
+                with self.limiter if self.limiter is not None else contextlib.nullcontext():
+                    response = self._client().post(url, json=payload, headers=headers)
             except httpx.TimeoutException as exc:
                 failure = LLMError(f"{url} did not answer within {self.timeout:g} s ({type(exc).__name__})")
             except httpx.TransportError as exc:

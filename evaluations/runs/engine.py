@@ -336,12 +336,20 @@ def _calls_judge(evaluator: Evaluator | None) -> bool:
 def _score_all(items: list[tuple[NativeCase, AgentOutput]],
                evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]]) -> list[list[ScoreResult]]:
     """Every case's scores, in criterion order. The (case, criterion) pairs whose evaluator
-    calls an LLM judge run on EVALSITE_JUDGE_CONCURRENCY threads, so that many judge calls are
-    in flight while the others wait on the network; the rest are scored here, in turn."""
+    calls an LLM judge run on threads, EVALSITE_JUDGE_CONCURRENCY judge calls in flight at once;
+    the rest are scored here, in turn."""
     judged = {c for c, (evaluator, _, _) in evaluators.items() if _calls_judge(evaluator)}
-    workers = min(settings.EVALSITE_JUDGE_CONCURRENCY, len(items) * len(judged))
-    if workers <= 1:
+    concurrency = settings.EVALSITE_JUDGE_CONCURRENCY
+    # A few more threads than calls in flight: while some read a reply and write the next
+    # prompt, the others keep every slot busy; the shared limiter caps the calls themselves.
+    workers = min(2 * concurrency, len(items) * len(judged))
+    if workers <= 1 or concurrency <= 1:
         return [_score_case(case, output, evaluators) for case, output in items]
+    limiter = threading.BoundedSemaphore(concurrency)
+    for criterion in judged:
+        client = getattr(evaluators[criterion][0], "client", None)
+        if client is not None and hasattr(client, "limiter"):
+            client.limiter = limiter
     per_pair: dict[tuple[int, str], list[ScoreResult]] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
         futures = {(i, c): pool.submit(_score_case, case, output, {c: evaluators[c]})
