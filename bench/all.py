@@ -50,11 +50,13 @@ BEGIN, END = "<!-- bench-figures:begin -->", "<!-- bench-figures:end -->"
 FULL = {"import": 10_000, "import_runs": 3, "engine": 10_000, "growth": [1_000, 10_000, 100_000], "repeat": 5,
         "results_import": 10_000, "otlp_requests": 60, "deletion": 10_000, "review": 10_000, "causes": 100_000,
         "wide_csv_rows": 5_000, "fairness_cases": 2_000, "otlp_refusal_spans": 1_000_000, "recovery_lease": 15,
-        "sweep_traces": 1_000_000, "memory_cases": 100_000, "memory_evalset_cases": 14_000, "model_loop_cases": 300}
+        "sweep_traces": 1_000_000, "memory_cases": 100_000, "memory_evalset_cases": 14_000, "model_loop_cases": 300,
+        "judge_cases": 1_000}
 QUICK = {"import": 1_000, "import_runs": 1, "engine": 1_000, "growth": [200, 2_000], "repeat": 3,
          "results_import": 1_000, "otlp_requests": 12, "deletion": 1_000, "review": 500, "causes": 1_000,
          "wide_csv_rows": 1_000, "fairness_cases": 500, "otlp_refusal_spans": 100_000, "recovery_lease": 6,
-         "sweep_traces": 100_000, "memory_cases": 5_000, "memory_evalset_cases": 2_000, "model_loop_cases": 100}
+         "sweep_traces": 100_000, "memory_cases": 5_000, "memory_evalset_cases": 2_000, "model_loop_cases": 100,
+         "judge_cases": 200}
 
 
 @dataclass
@@ -293,6 +295,11 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     print(f"queue fairness benchmark ({n}-case run behind a 24-batch agent run)...", flush=True)
     fair = run_bench("fairness_bench.py", "--cases", str(n))
     figures.append(Figure(f"{_size(n)}-case run behind a long run, x its solo time", fair["ratio"], "x", "<= 2x"))
+    n = sizes["judge_cases"]  # issue 42: judged criteria against a judge answering in 50 ms
+    print(f"judge benchmark ({n} cases x 3 DeepEval metrics, 50 ms a call, 8 in flight)...", flush=True)
+    judged = run_bench("judge_bench.py", "--cases", str(n))
+    figures.append(Figure(f"{_size(n)} cases x 3 judged metrics ({judged['calls']} calls of 50 ms)",
+                          judged["seconds"], "s", "<= 1.2x ideal (calls x latency / 8)", judged["ratio"]))
     print("Inspect AI .eval log read as results (2,000 zstd samples)...", flush=True)
     log = run_bench("inspect_log_bench.py", "--samples", "2000")
     figures.append(Figure("read a 2k-sample Inspect .eval log", log["seconds"], "s", "<= 3x floor", log["ratio"]))

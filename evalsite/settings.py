@@ -229,6 +229,9 @@ EVALSITE_QCLUSTER_STOP_SECONDS = env_float("EVALSITE_QCLUSTER_STOP_SECONDS", 10.
 # to another run's waiting batch.
 EVALSITE_RUN_WINDOW = env_int("EVALSITE_RUN_WINDOW", 2 * env_int("EVALSITE_WORKERS", 2))
 EVALSITE_SLICE_SECONDS = env_float("EVALSITE_SLICE_SECONDS", 1.0)
+# LLM judge calls in flight at once per batch (docs/runs.md): a chunk's (case, criterion)
+# pairs that call a judge are scored on this many threads.
+EVALSITE_JUDGE_CONCURRENCY = max(1, env_int("EVALSITE_JUDGE_CONCURRENCY", 8))
 # The several-runs page computes a missing comparison with its reference while the request
 # waits for runs up to this many cases; larger ones are computed on the task queue.
 EVALSITE_NWAY_INLINE_CASES = env_int("EVALSITE_NWAY_INLINE_CASES", 2000)

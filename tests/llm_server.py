@@ -85,6 +85,8 @@ class FakeLLM:
         self.responder: Callable[[dict[str, Any]], Behaviour] | None = None
         self._script: list[Behaviour] = [reply('{"ok": true}')]
         self._lock = threading.Lock()
+        self.in_flight = 0  # requests being answered now, and the most at once
+        self.max_in_flight = 0
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -124,7 +126,24 @@ class FakeLLM:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # Headers and body go out in two writes: with Nagle's algorithm on, the second waits
+            # for the client's delayed ACK of the first (~40 ms a call), as no real server does.
+            disable_nagle_algorithm = True
+            # Keep-alive, as real servers do: a connection (and its thread) per client connection,
+            # not per request.
+            protocol_version = "HTTP/1.1"
+
             def do_POST(self) -> None:
+                with fake._lock:
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    self._answer()
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
+
+            def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.requests.append(Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body))

@@ -24,6 +24,7 @@ from django.utils import timezone
 from evaluations.evalsets.services import evalset_import
 from evaluations.interop import SourceFile
 from evaluations.models import (
+    EvaluationConfig,
     Experiment,
     ExperimentVariant,
     HumanGrade,
@@ -158,6 +159,7 @@ ROUTES = [
     Route("api_run_metrics", READ, api=True),
     Route("api_run_metric_records", READ, api=True),
     Route("api_configs", READ, api=True, scoped=False),
+    Route("api_config_deepeval", READ, api=True),
     Route("api_evalset_version", READ, api=True),
     Route("api_evalset_version_native", READ, api=True),
     Route("api_evalset_version_original", READ, api=True),
@@ -346,6 +348,8 @@ def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, 
     monitor = Monitor.objects.create(project=acme, name="answers", criteria={"json": {"evaluator": "json_valid"}})
     TraceThread.objects.create(project=acme, thread_id="t-1", first_at=timezone.now(), last_at=timezone.now())
     prompt = prompt_create(project=acme, name="support", system="Be brief.", actor=alice).prompt
+    config = EvaluationConfig.objects.create(project=acme, name="judged", created_by=alice, config={
+        "criteria": {"deepeval_answer_relevancy": {"threshold": 0.7}}})
     experiment = Experiment.objects.create(project=acme, evalset=version.evalset, evalset_version=version,
                                            name="models", created_by=alice)
     ExperimentVariant.objects.create(experiment=experiment, position=0, label="base", model="m", run=base)
@@ -354,7 +358,7 @@ def world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, 
     adk_files = ["google-adk/hello_world_agent/roll_die.test.json", "google-adk/hello_world_agent/test_config.json"]
     adk = evalset_import(project=acme, files=[SourceFile(p, (REALWORLD / p).read_bytes()) for p in adk_files])[0].version
     return {"base": base, "triage": triage, "grade": grade, "trace": trace, "adk": adk, "channel": channel,
-            "rule": rule, "monitor": monitor, "prompt": prompt, "experiment": experiment,
+            "rule": rule, "monitor": monitor, "prompt": prompt, "experiment": experiment, "config": config,
         "acme": acme, "version": version, "evalset": version.evalset, "case": version.cases.first(),
         "run": run, "result": result, "token": token,
         "alice": alice, "bob": bob, "carol": carol, "dave": dave,
@@ -387,7 +391,7 @@ def url_of(route: Route, w: dict[str, Any]) -> str:
         "api_prompt": {"pk": w["prompt"].pk}, "api_prompt_versions": {"pk": w["prompt"].pk},
         "api_prompt_version": {"pk": w["prompt"].pk, "number": 1}, "api_prompt_diff": {"pk": w["prompt"].pk},
         "experiment_detail": {"pk": w["experiment"].pk}, "experiment_status": {"pk": w["experiment"].pk},
-        "api_experiment": {"pk": w["experiment"].pk},
+        "api_experiment": {"pk": w["experiment"].pk}, "api_config_deepeval": {"pk": w["config"].pk},
         "triage_comment": {"pk": w["triage"].pk},
         "run_case": {"run_pk": w["run"].pk, "result_pk": w["result"].pk},
         "run_case_by_eval_id": {"run_pk": w["run"].pk},

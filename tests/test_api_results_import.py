@@ -119,17 +119,22 @@ def test_import_then_rescore_then_compare(alice_client: Client, acme: Project) -
 
     page = alice_client.get(reverse("run_detail", args=[imported.pk]))
     assert page.status_code == 200
-    assert "Answer Relevancy" in page.content.decode()
+    assert "deepeval_answer_relevancy" in page.content.decode()
     compare = alice_client.get(f"{reverse('compare')}?candidate={rescored.pk}&baseline={imported.pk}")
     assert compare.status_code == 200
     html = compare.content.decode()
     # DeepEval's criteria and evalsite's side by side; a case DeepEval passed and evalsite fails is a regression.
-    assert "Answer Relevancy" in html and "trajectory_match" in html
+    assert "deepeval_answer_relevancy" in html and "trajectory_match" in html
     assert "test_case_2" in html
     csv = alice_client.get(f"/api/v1/runs/{imported.pk}/results.csv")
     assert csv.status_code == 200
     text = b"".join(csv.streaming_content).decode() if csv.streaming else csv.content.decode()
-    assert "Tool Correctness" in text and "test_case_1" in text
+    assert "deepeval_tool_correctness" in text and "test_case_1" in text
+    # DeepEval's tool correctness, which evalsite computes without a judge, was rescored under its
+    # own criterion; its LLM-judged answer relevancy only when asked (it costs judge calls).
+    assert Score.objects.filter(run=rescored, criterion="deepeval_tool_correctness",
+                                evaluator="deepeval_tool_correctness").exists()
+    assert not Score.objects.filter(run=rescored, criterion="deepeval_answer_relevancy").exists()
 
 
 @pytest.mark.django_db

@@ -77,17 +77,18 @@ def test_a_deepeval_test_run_creates_its_eval_set_and_keeps_every_metric_as_deep
     assert list(evalset.latest_version.cases.order_by("position").values_list("eval_id", flat=True)) == [
         "test_case_0", "test_case_1", "test_case_2"]
     first = _scores(run, "test_case_0")
-    relevancy = first["Answer Relevancy"]
+    relevancy = first["deepeval_answer_relevancy"]  # the criterion evalsite computes it with
     assert relevancy.score == relevancy.raw_value == 0.9285714285714286
     assert relevancy.passed is True and relevancy.threshold == {"lower_limit": 0.7}
     assert relevancy.justification["reason"].startswith("The score is 0.93")
     assert relevancy.justification["evaluation_model"] == "gpt-4o"
     assert relevancy.evaluator == "imported:deepeval"
+    assert relevancy.justification["deepeval_name"] == "Answer Relevancy"
     statuses = dict(CaseResult.objects.filter(run=run).values_list("case__eval_id", "status"))
     assert statuses == {"test_case_0": "passed", "test_case_1": "failed", "test_case_2": "passed"}
     assert (run.cases_done, run.cases_failed) == (3, 1)
-    assert run.summary["criteria"]["Tool Correctness"]["pass_rate"] == 0.5
-    assert run.criteria_order == ["Answer Relevancy", "Tool Correctness"]
+    assert run.summary["criteria"]["deepeval_tool_correctness"]["pass_rate"] == 0.5
+    assert run.criteria_order == ["deepeval_answer_relevancy", "deepeval_tool_correctness"]
     output = CaseResult.objects.get(run=run, case__eval_id="test_case_0").output
     assert output["turns"][0]["final_response"] == "Your parcel P-9 is out for delivery today."
     assert output["turns"][0]["tool_calls"][0]["name"] == "track_parcel"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser
 from rest_framework.request import Request
@@ -78,13 +78,17 @@ class ResultsImport(APIView):
 
 
 class RunRescore(APIView):
-    @extend_schema(summary="Queue a run scoring an imported run's outputs with evalsite", request=None,
+    @extend_schema(summary="Queue a run scoring an imported run's outputs with evalsite",
+                   request=inline_serializer("RunRescoreRequest", {"judge": serializers.BooleanField(
+                       required=False, default=False,
+                       help_text="also rescore the imported LLM-judged metrics (DeepEval's) with evalsite's judge")}),
                    responses=responses(RunSerializer, *WRITE_ERRORS, status=201))
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(visible_runs(request).select_related("project", "evalset_version"), pk=pk)
         require_writer(request, run.project, "start or change runs")
         try:
-            rescored = run_rescore(run=run, user=request.user)
+            judge = isinstance(request.data, dict) and request.data.get("judge") in (True, "true", "on", "1")
+            rescored = run_rescore(run=run, user=request.user, judge=judge)
         except runs.RunError as exc:
             raise ValidationError({"run": [str(exc)]}) from None
         record_run(run=rescored, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")

@@ -56,9 +56,11 @@ from evaluations.api.serializers import (
     RunSummarySerializer,
 )
 from evaluations.audit import record_run
+from evaluations.evaluators import get_evaluator_class
 from evaluations.ingest.runs import traces_run_create
 from evaluations.interop import EvalSetImportError, SourceFile, check_size
 from evaluations.interop.adk.evalset import eval_config_from_doc
+from evaluations.interop.deepeval.collection import CollectionError, collection_to_config, config_to_collection
 from evaluations.jsonschemas import criteria_schema_problems
 from evaluations.models import (
     AuditEvent,
@@ -73,10 +75,12 @@ from evaluations.models import (
     ToolUsage,
     Trace,
 )
+from evaluations.ordering import config_in_order
 from evaluations.review.causes import run_causes
 from evaluations.runs import exports, selectors
 from evaluations.runs import services as runs
-from evaluations.schemas.evalset import EvalConfig
+from evaluations.schemas.deepeval_collection import DeepEvalMetricCollection
+from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 
 MAX_SPANS = 400  # per trace, as on the drill-down
@@ -615,6 +619,29 @@ class RunMetricRecords(DownloadView):
 # --- Saved evaluation configs ---------------------------------------------------------------
 
 
+def _from_collection(doc: dict[str, Any]) -> dict[str, Any]:
+    """A DeepEval metric collection as an evalsite config, each metric's arguments checked by
+    the criterion that computes it; a 400 naming the metric and field otherwise."""
+    try:
+        collection = DeepEvalMetricCollection.model_validate(doc)
+        config = collection_to_config(collection)
+    except PydanticValidationError as exc:
+        raise ValidationError({"config": [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                                          for e in exc.errors()[:10]]}) from None
+    except CollectionError as exc:
+        raise ValidationError({"config": [str(exc)]}) from None
+    problems = []
+    for index, (key, entry) in enumerate(config["criteria"].items()):
+        try:
+            get_evaluator_class(entry["evaluator"])().options(CriterionConfig.model_validate(entry))
+        except PydanticValidationError as exc:
+            problems += [f"metrics[{index}] ({key}).{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                         for e in exc.errors()[:5]]
+    if problems:
+        raise ValidationError({"config": problems})
+    return config
+
+
 @extend_schema_view(
     get=extend_schema(summary="Saved evaluation configs of your projects",
                       responses=responses(EvaluationConfigSerializer(many=True), *READ_ERRORS)),
@@ -637,6 +664,8 @@ class EvaluationConfigList(ListCreateAPIView):
         v = form.validated_data
         project = get_object_or_404(visible_projects(request), slug=v["project"])
         _writable(request, project)
+        if isinstance(v["config"], dict) and isinstance(v["config"].get("metrics"), list):
+            v["config"] = _from_collection(v["config"])  # a DeepEval metric collection, in DeepEval's terms
         try:
             config = EvalConfig.model_validate(v["config"])
         except PydanticValidationError as exc:
@@ -652,3 +681,15 @@ class EvaluationConfigList(ListCreateAPIView):
         except IntegrityError:
             raise ValidationError({"name": [f"{project.slug} already has a config named {v['name']!r}"]}) from None
         return Response(EvaluationConfigSerializer(preset).data, status=status.HTTP_201_CREATED)
+
+
+class EvaluationConfigDeepEval(APIView):
+    @extend_schema(summary="A saved evaluation config as a DeepEval metric collection (its deepeval_* criteria)",
+                   responses={(200, "application/json"): OpenApiResponse(
+                       {"type": "object", "additionalProperties": {}},
+                       description="{name, metrics: [{metric, threshold, ...DeepEval's arguments}], skipped}"),
+                              **error_responses(*READ_ERRORS)})
+    def get(self, request: Request, pk: int) -> Response:
+        preset = get_object_or_404(EvaluationConfig.objects.filter(project__in=visible_projects(request)), pk=pk)
+        collection, skipped = config_to_collection(config_in_order(preset.config, preset.criteria_order), preset.name)
+        return Response({**collection, "skipped": skipped})

@@ -63,6 +63,7 @@ urlpatterns = [
     path("runs/<id:pk>/results/<id:result_pk>/", runs.RunResultDetail.as_view(), name="api_run_result"),
     path("runs/<id:pk>/pin/", runs.RunPin.as_view(), name="api_run_pin"),
     path("configs/", runs.EvaluationConfigList.as_view(), name="api_configs"),
+    path("configs/<id:pk>/deepeval/", runs.EvaluationConfigDeepEval.as_view(), name="api_config_deepeval"),
     path("traces/", traces.TraceList.as_view(), name="api_traces"),
     path("traces/<id:pk>/", traces.TraceDetail.as_view(), name="api_trace"),
     path("traces/<id:pk>/promote/", curation.TracePromote.as_view(), name="api_trace_promote"),

@@ -29,6 +29,11 @@ base._BUILTIN_MODULES.extend([
     "evaluations.evaluators.adk_judges",
     "evaluations.evaluators.promptfoo",
     "evaluations.evaluators.online",
+    "evaluations.evaluators.deepeval_judged.rag",
+    "evaluations.evaluators.deepeval_judged.safety",
+    "evaluations.evaluators.deepeval_judged.geval",
+    "evaluations.evaluators.deepeval_judged.agentic",
+    "evaluations.evaluators.deepeval_judged.conversational",
 ])
 
 __all__ = [

@@ -54,6 +54,7 @@ def _calls(turn: TurnOutput) -> str:
 
 
 class _AdkJudge(Evaluator):
+    calls_judge = True  # scored on the judge threads of a run (runs/engine.py)
     group = "llm_judge"
     Options = AdkJudgeOptions
     default_samples: ClassVar[int] = 5

@@ -80,6 +80,8 @@ class Evaluator(ABC):
     Options: ClassVar[type[BaseModel]] = NoOptions
     #: Whether `CriterionConfig.threshold` is a lower limit (scores) or an upper one (latency).
     threshold_direction: ClassVar[Literal["lower", "upper"]] = "lower"
+    #: Whether `score` calls an LLM judge (a run scores those on its judge threads).
+    calls_judge: ClassVar[bool] = False
 
     def threshold(self, config: CriterionConfig) -> Threshold:
         if self.threshold_direction == "upper":

@@ -183,6 +183,7 @@ def explicit_model(config: CriterionConfig) -> str | None:
 class LLMJudgeEvaluator(Evaluator):
     name = "llm_judge"
     group = "llm_judge"
+    calls_judge = True  # scored on the judge threads of a run (runs/engine.py)
     Options = JudgeOptions
 
     def __init__(self, client: ChatClient | None = None) -> None:
@@ -383,6 +384,7 @@ class _Rendered:
 
 class _UiPathJudge(Evaluator):
     group = "llm_judge"
+    calls_judge = True  # scored on the judge threads of a run (runs/engine.py)
     Options: ClassVar[type[BaseModel]] = UiPathJudgeOptions
     system_prompt: ClassVar[str] = UIPATH_SYSTEM_PROMPT
     default_prompt: ClassVar[str] = UIPATH_DEFAULT_PROMPT

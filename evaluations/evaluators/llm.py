@@ -19,6 +19,8 @@ Every failure is raised as `LLMError`, whose message says what went wrong and wh
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import re
@@ -95,6 +97,9 @@ class ChatClient:
         # None: try `response_format: json_schema` and fall back if the server refuses it.
         self.json_schema = json_schema
         self._transport = transport
+        # Calls in flight at once, shared by the clients of one batch (runs/engine.py): held
+        # around each HTTP request only, never while a retry waits.
+        self.limiter: threading.Semaphore | None = None
         self._http: httpx.Client | None = None
         self._lock = threading.Lock()
 
@@ -161,28 +166,39 @@ class ChatClient:
         max_tokens: int | None = None,
     ) -> StructuredResult[T]:
         """A completion parsed into `schema`, asked for as a JSON-schema response format."""
-        json_schema = schema.model_json_schema()
+        result = self.structured_text(messages, schema, model=model, temperature=temperature, max_tokens=max_tokens)
+        return StructuredResult(parse_json_reply(result.text, schema), result)
+
+    def structured_text(
+        self,
+        messages: list[dict[str, Any]],
+        schema: type[BaseModel],
+        *,
+        model: str | None = None,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = None,
+    ) -> ChatResult:
+        """A completion asked for as `schema` (a JSON-schema response format named after the
+        class), returned unparsed: for callers that read the reply by their own rules."""
+        json_schema = _json_schema(schema)
         if self.json_schema is not False:
             response_format = {
                 "type": "json_schema",
                 "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": False},
             }
             try:
-                result = self.complete(messages, model=model, temperature=temperature, max_tokens=max_tokens,
-                                       response_format=response_format)
+                return self.complete(messages, model=model, temperature=temperature, max_tokens=max_tokens,
+                                     response_format=response_format)
             except LLMError as exc:
                 if not _refuses_response_format(exc):
                     raise
                 self.json_schema = False  # this server does not know the parameter: stop asking
-            else:
-                return StructuredResult(parse_json_reply(result.text, schema), result)
         instruction = {
             "role": "system",
             "content": "Answer with one JSON object, and nothing else, that matches this JSON Schema:\n"
             + json.dumps(json_schema),
         }
-        result = self.complete([*messages, instruction], model=model, temperature=temperature, max_tokens=max_tokens)
-        return StructuredResult(parse_json_reply(result.text, schema), result)
+        return self.complete([*messages, instruction], model=model, temperature=temperature, max_tokens=max_tokens)
 
     def _post(self, payload: dict[str, Any]) -> tuple[dict[str, Any], int]:
         url = f"{self.base_url}/chat/completions"
@@ -194,7 +210,8 @@ class ChatClient:
             attempts += 1
             retry_after: float | None = None
             try:
-                response = self._client().post(url, json=payload, headers=headers)
+                with self.limiter if self.limiter is not None else contextlib.nullcontext():
+                    response = self._client().post(url, json=payload, headers=headers)
             except httpx.TimeoutException as exc:
                 failure = LLMError(f"{url} did not answer within {self.timeout:g} s ({type(exc).__name__})")
             except httpx.TransportError as exc:
@@ -226,6 +243,12 @@ class ChatClient:
             if retry_after is not None:
                 delay = max(delay, min(retry_after, _MAX_RETRY_AFTER))
             time.sleep(delay)
+
+
+@functools.lru_cache(maxsize=512)
+def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """A structured reply's JSON schema, made once per class (about a millisecond each time)."""
+    return schema.model_json_schema()
 
 
 # --- Reply handling ---------------------------------------------------------------------------
@@ -302,3 +325,84 @@ def _retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None  # an HTTP date: rare from LLM gateways, and the backoff still applies
+
+
+# --- Usage and cost -----------------------------------------------------------------------------
+
+# US dollars per million tokens (input, output), for judges whose provider does not report a
+# cost itself. The list price of a few common judge models; `EVALSITE_LLM_PRICES` (JSON:
+# {"model": [input, output]}) adds others or replaces these. A model found in neither is
+# counted in tokens only.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+}
+
+
+def prices() -> dict[str, tuple[float, float]]:
+    table = dict(DEFAULT_PRICES)
+    raw = os.environ.get("EVALSITE_LLM_PRICES", "")
+    if raw:
+        try:
+            extra = json.loads(raw)
+        except ValueError:
+            extra = {}
+        if isinstance(extra, dict):
+            for name, pair in extra.items():
+                if (isinstance(pair, list | tuple) and len(pair) == 2
+                        and all(isinstance(p, int | float) and not isinstance(p, bool) for p in pair)):
+                    table[str(name)] = (float(pair[0]), float(pair[1]))
+    return table
+
+
+def call_cost(model: str, usage: dict[str, Any]) -> float | None:
+    """What one call cost in US dollars: the provider's own figure (`usage.cost`, as
+    OpenRouter and LiteLLM report it) when given, else the tokens at the model's price; None
+    when neither is known. A dated model name (`gpt-4o-mini-2024-07-18`) takes its base's price."""
+    reported = usage.get("cost")
+    if isinstance(reported, int | float) and not isinstance(reported, bool):
+        return float(reported)
+    table = prices()
+    price = table.get(model)
+    if price is None:
+        base = re.sub(r"-\d{4}-\d{2}-\d{2}$", "", model)
+        price = table.get(base)
+    if price is None:
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return (prompt * price[0] + completion * price[1]) / 1_000_000
+
+
+@dataclass
+class Spend:
+    """A judge's calls, tokens and cost, added up call by call (thread-safe)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, result: ChatResult, model: str) -> None:
+        cost = call_cost(result.model or model, result.usage)
+        if cost is None and result.model and result.model != model:
+            cost = call_cost(model, result.usage)
+        with self._lock:
+            self.calls += 1
+            prompt, completion = result.usage.get("prompt_tokens"), result.usage.get("completion_tokens")
+            self.prompt_tokens += prompt if isinstance(prompt, int) else 0
+            self.completion_tokens += completion if isinstance(completion, int) else 0
+            if cost is not None:
+                self.cost_usd = (self.cost_usd or 0.0) + cost
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd}

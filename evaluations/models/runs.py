@@ -55,6 +55,13 @@ class Run(models.Model):
     cases_errored = models.PositiveIntegerField(default=0)
     cases_missing = models.PositiveIntegerField(default=0)  # uploaded outputs had nothing for them
     cases_not_runnable = models.PositiveIntegerField(default=0)  # e.g. scenario cases, no simulator
+    # What the LLM judges cost (issue 42): added up as each chunk's scores are written, in the
+    # same transaction (F() expressions); the estimate is made when the run is created.
+    judge_calls = models.PositiveIntegerField(default=0)
+    judge_prompt_tokens = models.PositiveBigIntegerField(default=0)
+    judge_completion_tokens = models.PositiveBigIntegerField(default=0)
+    judge_cost_usd = models.FloatField(null=True, blank=True)
+    judge_estimate = models.JSONField(null=True, blank=True)  # {calls, prompt_tokens, completion_tokens, cost_usd}
     # Lease: the worker holding the run renews heartbeat_at; a stale lease means resume.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)

@@ -1,10 +1,11 @@
-"""A received trace (or a thread of them) as the `AgentOutput` the evaluators read, one query
-for the spans of many traces. A trace is one turn, mapped span by span with the helpers a
-traces run uses (`interop.otel.spans`: `tool_call`, `span_usage`, `final_text`): the root's
-answer, every TOOL span as a tool call (in start order, its error from the span's status),
-token and cost usage from the LLM spans (the root agent's own totals when no LLM span has
-any), the root's duration as the latency. No trajectory or span tree is built: reference-free
-criteria do not read them, and scoring stays at thousands of traces a second."""
+"""A received trace (or a thread of them) as the `AgentOutput` the evaluators read, one query for
+the spans of many traces. A trace is one turn, mapped span by span with the helpers a traces
+run uses (`interop.otel.spans`: `tool_call`, `span_usage`, `final_text`): the root's answer,
+every TOOL span as a tool call (in start order, its error from the span's status), token and
+cost usage from the LLM spans (the root agent's own totals when no LLM span has any), the
+root's duration as the latency, and its input as the turn's `user_content`. No trajectory or
+span tree is built: reference-free criteria do not read them, and scoring stays at thousands of
+traces a second."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from evaluations.interop.otel.otlp import STATUS_MESSAGE
 from evaluations.interop.otel.spans import Span as SpanModel
-from evaluations.interop.otel.spans import add_usage, final_text, span_usage, tool_call
+from evaluations.interop.otel.spans import add_usage, final_text, input_text, span_usage, tool_call
 from evaluations.models import Span
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
 
@@ -53,8 +54,14 @@ def trace_output(trace_id: str, spans: list[SpanModel]) -> AgentOutput:
     turn = TurnOutput.model_construct(
         invocation_id=None, final_response=final_text(root) if root is not None else None, tool_calls=calls,
         intermediate_responses=[], latency_seconds=root.duration_seconds if root is not None else None,
-        usage=usage, error=root.error() if root is not None else None, metadata={})
+        usage=usage, error=root.error() if root is not None else None, metadata=_asked(root))
     return AgentOutput.model_construct(eval_id=trace_id[:255], iteration=0, turns=[turn], **_defaults())
+
+
+def _asked(root: SpanModel | None) -> dict[str, Any]:
+    """The user's message, for the judged criteria that read it (answer relevancy...)."""
+    asked = input_text(root) if root is not None else None
+    return {"user_content": asked} if asked is not None else {}
 
 
 def thread_output(thread_id: str, turns: list[AgentOutput]) -> AgentOutput:

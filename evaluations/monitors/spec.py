@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from evaluations.evaluators import get_evaluator_class
 from evaluations.schemas.evalset import CriterionConfig
 
-# Built-in evaluators that read the output alone (custom evaluators of EVALSITE_EVALUATORS
-# and the LLM judges with rubrics are allowed too: see `reference_free`).
+# Built-in evaluators that read the output alone (custom evaluators of EVALSITE_EVALUATORS,
+# the LLM judges with rubrics and DeepEval's judged metrics that need no expected answer or
+# golden context are allowed too: see `reference_free`).
 REFERENCE_FREE = frozenset({
     "contains", "regex_match", "json_valid", "json_schema", "tool_errors", "tool_retries",
     "latency_seconds", "total_tokens", "cost_usd", "performance", "node_latency_seconds",
@@ -31,6 +32,8 @@ def reference_free(name: str) -> bool:
         cls = get_evaluator_class(name)
     except KeyError:
         return False
+    if cls.calls_judge and getattr(cls, "reference_free", False):
+        return True  # DeepEval's judged metrics that read the exchange alone (deepeval_judged/)
     return cls.__name__ in custom
 
 
@@ -77,11 +80,15 @@ class MonitorSpec(BaseModel):
                 raise ValueError(f"criteria.{name}: {evaluator!r} needs an expected answer; a monitor takes "
                                  f"only criteria that need none ({', '.join(sorted(REFERENCE_FREE))} or a custom one)")
             try:
-                cls().options(config)
+                options = cls().options(config)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
                 raise ValueError(f"criteria.{name}.options{'.' + where if where else ''}: {first['msg']}") from None
+            wanted: list[str] = getattr(cls, "references", lambda _: [])(options)
+            if wanted:
+                raise ValueError(f"criteria.{name}: {evaluator!r} reads {', '.join(wanted)}, which a received "
+                                 "trace does not have")
         return self
 
     def stored(self) -> dict[str, Any]:

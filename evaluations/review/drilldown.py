@@ -106,3 +106,72 @@ def turn_pairs(case: NativeCase, output: AgentOutput | None) -> list[tuple[Invoc
     used = {id(turn) for _, turn in pairs if turn is not None}
     pairs += [(None, turn) for turn in output.turns if id(turn) not in used]
     return pairs
+
+
+# --- A DeepEval judged metric's steps (issue 42) ------------------------------------------------
+
+STEP_LABELS = {"statements": "Statements", "truths": "Truths", "claims": "Claims", "opinions": "Opinions",
+               "questions": "Assessment questions", "intentions": "User intentions", "evaluation_steps":
+               "Evaluation steps", "verdicts": "Verdicts", "coverage": "Coverage answers", "knowledge": "Knowledge",
+               "out_of_character": "Out of character", "tool_selection": "Tool selection",
+               "argument_correctness": "Argument correctness"}
+MAX_STEP_ITEMS = 50
+STEP_ORDER = ["task", "outcome", "statements", "truths", "claims", "opinions", "questions", "coverage", "intentions",
+              "knowledge", "evaluation_steps", "verdicts", "out_of_character", "tool_selection", "argument_correctness",
+              "verdict", "judge_score", "score_range", "score_breakdown"]
+
+
+@dataclass(frozen=True)
+class StepItem:
+    text: str
+    verdict: str = ""  # yes / no / borderline, or a number
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class JudgedStep:
+    label: str
+    items: list[StepItem]
+
+
+@dataclass(frozen=True)
+class JudgedSteps:
+    metric: str
+    reason: str | None
+    steps: list[JudgedStep]
+    facts: list[tuple[str, str]]  # single values: the task, the judge's raw score...
+
+
+def _item(value: Any) -> StepItem:
+    if isinstance(value, dict):
+        verdict = value.get("verdict", value.get("score", value.get("index", "")))
+        text = value.get("statement") or value.get("question") or value.get("ai_message") or ""
+        if "summary_verdict" in value:
+            verdict = f"original {value.get('original_verdict')} / summary {value.get('summary_verdict')}"
+        return StepItem(_text(text) if text else "", _text(verdict) if verdict != "" else "",
+                        _text(value.get("reason")) if value.get("reason") is not None else "")
+    if value is None:
+        return StepItem("(the judge's reply was dropped: outside the verdict vocabulary)")
+    return StepItem(_text(value))
+
+
+def judged_steps(justification: dict[str, Any]) -> JudgedSteps | None:
+    """What a `deepeval_*` judged criterion recorded, as the drill-down lists it: its reason,
+    then each step's items (statements, verdicts with their reasons...) in order."""
+    about, steps = justification.get("deepeval"), justification.get("steps")
+    if not isinstance(about, dict) or not isinstance(steps, dict):
+        return None
+    shown: list[JudgedStep] = []
+    facts: list[tuple[str, str]] = []
+    # in the metric's order (PostgreSQL's jsonb does not keep the keys' order)
+    for key in sorted(steps, key=lambda k: (STEP_ORDER.index(k) if k in STEP_ORDER else len(STEP_ORDER), k)):
+        value = steps[key]
+        label = STEP_LABELS.get(key, key.replace("_", " ").capitalize())
+        if isinstance(value, list):
+            flat = [v for group in value for v in group] if value and all(isinstance(v, list) for v in value) \
+                else value  # contextual relevancy: a list of verdicts per retrieved document
+            shown.append(JudgedStep(label, [_item(v) for v in flat[:MAX_STEP_ITEMS]]))
+        else:
+            facts.append((label, _text(value)))
+    reason = justification.get("reason")
+    return JudgedSteps(str(about.get("metric", "")), None if reason is None else _text(reason), shown, facts)

@@ -12,13 +12,15 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import F
+from django.db.models import F, FloatField, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from evaluations.bulk import insert_rows
@@ -83,6 +85,13 @@ STORED_CHUNK = 125
 
 
 CHUNK_SECONDS = 0.25
+
+
+# A judged run of stored outputs writes chunks of at least this many cases per judge thread:
+# the threads fall idle one by one at a chunk's end and while it is written, so a chunk's
+# judge calls should take seconds, not the quarter second of CHUNK_SECONDS (its counters then
+# move every few seconds).
+JUDGED_CHUNK_PER_THREAD = 16
 
 
 UPLOADED_CHUNK_FLOOR = 10  # uploaded outputs: the smallest chunk a slow judge shrinks them to
@@ -159,6 +168,10 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
     yielded = False
     try:
         floor = _chunk_floor(target)
+        if target is None and any(_calls_judge(e) for e, _, _ in evaluators.values()):
+            # a judge's calls overlap within a chunk only: chunks of a few cases would leave
+            # most of the judge threads idle at each chunk's end
+            floor = max(floor, JUDGED_CHUNK_PER_THREAD * settings.EVALSITE_JUDGE_CONCURRENCY)
         # uploaded outputs have no agent to wait for: start at full chunks (a slow judge
         # shrinks them after the first); an agent's results start at its concurrency
         ceiling = STORED_CHUNK if target is None else CHUNK
@@ -307,7 +320,7 @@ def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator |
 
     from evaluations.interop.otel.spans import apply_trace
 
-    evaluated: list[tuple[PendingResult, AgentOutput, list[ScoreResult]]] = []
+    ready: list[tuple[PendingResult, AgentOutput]] = []
     for r in results:
         output = outputs[r.pk]
         if output.trace:
@@ -315,8 +328,44 @@ def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator |
                 output = apply_trace(output)
             except Exception as exc:  # a malformed trace is the agent's error, not ours
                 output = output.model_copy(update={"error": f"could not read the trace: {exc}"})
-        evaluated.append((r, output, _score_case(cases[r.pk], output, evaluators)))
+        ready.append((r, output))
+    scored = _score_all([(cases[r.pk], output) for r, output in ready], evaluators)
+    evaluated = [(r, output, scores) for (r, output), scores in zip(ready, scored, strict=True)]
     return _write(run, evaluated, store_outputs=target is not None)
+
+
+def _calls_judge(evaluator: Evaluator | None) -> bool:
+    return bool(getattr(evaluator, "calls_judge", False))
+
+
+def _score_all(items: list[tuple[NativeCase, AgentOutput]],
+               evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]]) -> list[list[ScoreResult]]:
+    """Every case's scores, in criterion order. The (case, criterion) pairs whose evaluator
+    calls an LLM judge run on threads, EVALSITE_JUDGE_CONCURRENCY judge calls in flight at once;
+    the rest are scored here, in turn."""
+    judged = {c for c, (evaluator, _, _) in evaluators.items() if _calls_judge(evaluator)}
+    concurrency = settings.EVALSITE_JUDGE_CONCURRENCY
+    # A few more threads than calls in flight: while some read a reply and write the next
+    # prompt, the others keep every slot busy; the shared limiter caps the calls themselves.
+    workers = min(2 * concurrency, len(items) * len(judged))
+    if workers <= 1 or concurrency <= 1:
+        return [_score_case(case, output, evaluators) for case, output in items]
+    limiter = threading.BoundedSemaphore(concurrency)
+    for criterion in judged:
+        client = getattr(evaluators[criterion][0], "client", None)
+        if client is not None and hasattr(client, "limiter"):
+            client.limiter = limiter
+    per_pair: dict[tuple[int, str], list[ScoreResult]] = {}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
+        futures = {(i, c): pool.submit(_score_case, case, output, {c: evaluators[c]})
+                   for i, (case, output) in enumerate(items) for c in evaluators if c in judged}
+        for i, (case, output) in enumerate(items):
+            for c in evaluators:
+                if c not in judged:
+                    per_pair[(i, c)] = _score_case(case, output, {c: evaluators[c]})
+        for key, future in futures.items():
+            per_pair[key] = future.result()
+    return [[s for c in evaluators for s in per_pair[(i, c)]] for i in range(len(items))]
 
 
 def _score_case(case: NativeCase, output: AgentOutput,
@@ -368,7 +417,9 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
                 thresholds[key] = text
         return text
 
+    spend = _JudgeSpend()
     for result, output, scores in evaluated:
+        spend.add(scores)
         status = _status(output, scores)
         usage = output.usage()
         result_row = (status, output.error or next((s.error for s in scores if s.error), ""),
@@ -409,8 +460,44 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
             cases_failed=F("cases_failed") + statuses.count(CaseResult.Status.FAILED),
             cases_errored=F("cases_errored") + statuses.count(CaseResult.Status.ERROR),
             heartbeat_at=now,
+            **spend.updates(),
         )
     return len(prepared)
+
+
+class _JudgeSpend:
+    """The judge calls, tokens and cost a chunk's scores record (`justification["usage"]`),
+    as the run's counters' increments."""
+
+    def __init__(self) -> None:
+        self.calls = self.prompt = self.completion = 0
+        self.cost: float | None = None
+
+    def add(self, scores: list[ScoreResult]) -> None:
+        for score in scores:
+            usage = score.justification.get("usage") if isinstance(score.justification, dict) else None
+            if not isinstance(usage, dict):
+                continue
+            self.calls += _count(usage.get("calls"))
+            self.prompt += _count(usage.get("prompt_tokens"))
+            self.completion += _count(usage.get("completion_tokens"))
+            cost = usage.get("cost_usd")
+            if isinstance(cost, int | float) and not isinstance(cost, bool):
+                self.cost = (self.cost or 0.0) + float(cost)
+
+    def updates(self) -> dict[str, Any]:
+        if not self.calls:
+            return {}
+        updates: dict[str, Any] = {"judge_calls": F("judge_calls") + self.calls,
+                                   "judge_prompt_tokens": F("judge_prompt_tokens") + self.prompt,
+                                   "judge_completion_tokens": F("judge_completion_tokens") + self.completion}
+        if self.cost is not None:
+            updates["judge_cost_usd"] = Coalesce(F("judge_cost_usd"), Value(0.0, output_field=FloatField())) + self.cost
+        return updates
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _traces(output: AgentOutput) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:

@@ -26,11 +26,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from evaluations.evalsets.services import evalset_import
+from evaluations.evaluators import get_evaluator_class
 from evaluations.interop.base import EvalSetImportError, Problem, SourceFile, format_path, gc_paused, locate, stem
 from evaluations.interop.results import ImportedCase, ParsedResults, Reader, read_results
 from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetVersion, Project, Run, Score
 from evaluations.runs import services
 from evaluations.runs.engine import dumps, executemany
+from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 
 ORIGIN_PREFIX = "imported:"
@@ -180,6 +182,8 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
                                             {"enabled": True, "options": {"imported_from": parsed.tool}})
                 if s.threshold is not None and "threshold" not in entry:
                     entry["threshold"] = s.threshold
+                if isinstance(s.justification.get("strict_mode"), bool):
+                    entry["options"].setdefault("strict_mode", s.justification["strict_mode"])
                 level = Score.Level.CONVERSATION if s.turn_index == -1 else Score.Level.INTERACTION
                 scores.append((run.pk, pk, s.criterion[:100], origin, level.value, s.turn_index, "", s.score,
                                s.raw_value, s.passed,
@@ -206,13 +210,40 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
     return run
 
 
-def run_rescore(*, run: Run, user: Any = None) -> Run:
-    """Queue a normal evalsite run on the outputs an imported run holds, for the compare page."""
+def rescore_config(run: Run, *, judge: bool = False) -> EvalConfig:
+    """The config a rescore of an imported run uses: the eval set's own, plus each imported
+    metric evalsite computes itself under the same criterion name and threshold (DeepEval's
+    `deepeval_*`), so the two runs compare metric by metric. The metrics that call an LLM
+    judge only with `judge` (they cost calls)."""
+    config = services.config_for(run.evalset_version)
+    added: dict[str, CriterionConfig] = {}
+    for name, entry in ((run.config or {}).get("criteria") or {}).items():
+        if name in config.criteria or not isinstance(entry, dict):
+            continue
+        try:
+            evaluator = get_evaluator_class(name)
+        except KeyError:
+            continue  # a metric only the tool computes
+        if evaluator.calls_judge and not judge:
+            continue
+        options = {k: v for k, v in (entry.get("options") or {}).items() if k == "strict_mode"}
+        threshold = entry.get("threshold", getattr(evaluator, "default_threshold", None))
+        added[name] = CriterionConfig.model_validate(
+            {"options": options, **({"threshold": threshold} if isinstance(threshold, int | float) else {})})
+    if not added:
+        return config
+    return config.model_copy(update={"criteria": {**config.criteria, **added}})
+
+
+def run_rescore(*, run: Run, user: Any = None, judge: bool = False) -> Run:
+    """Queue a normal evalsite run on the outputs an imported run holds, for the compare page
+    (`rescore_config`: with `judge`, the imported LLM-judged metrics are rescored too)."""
     if not (run.target or {}).get("outputs"):
         raise services.RunError("this run holds no agent outputs to rescore (the results file carried none)")
     outputs = [AgentOutput.model_validate(o) for o in
                CaseResult.objects.filter(run=run).exclude(output=None).order_by("pk").values_list("output", flat=True)]
     return services.run_create(
+        config=rescore_config(run, judge=judge),
         project=run.project, version=run.evalset_version, target_kind=Run.TargetKind.UPLOADED, outputs=outputs,
         target={"rescored_from": run.pk}, name=f"{run.name} (rescored by evalsite)"[:255], user=user,
         labels={"model": run.model, "git_commit": run.git_commit, "branch": run.branch,

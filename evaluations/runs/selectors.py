@@ -95,6 +95,24 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class JudgeSpend:
+    """What the run's LLM judges cost: the estimate made at its creation, and what was spent."""
+
+    estimate: dict[str, Any] | None
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+
+
+def judge_spend_of(run: Run) -> JudgeSpend | None:
+    if not run.judge_estimate and not run.judge_calls:
+        return None
+    return JudgeSpend(estimate=run.judge_estimate or None, calls=run.judge_calls, prompt_tokens=run.judge_prompt_tokens,
+                      completion_tokens=run.judge_completion_tokens, cost_usd=run.judge_cost_usd)
+
+
+@dataclass(frozen=True)
 class RunView:
     pk: int
     title: str
@@ -118,6 +136,7 @@ class RunView:
     finished_at: datetime | None
     error: str
     progress: Progress
+    judge: JudgeSpend | None = None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -200,6 +219,7 @@ def run_view(run: Run) -> RunView:
         finished_at=run.finished_at,
         error=run.error,
         progress=progress_of(run),
+        judge=judge_spend_of(run),
     )
 
 

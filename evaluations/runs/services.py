@@ -59,6 +59,7 @@ from evaluations.runs.engine import STORED_OUTPUTS, executemany
 from evaluations.runs.engine import native_case as native_case  # re-exported: the runs API
 from evaluations.runs.engine import run_batch as run_batch
 from evaluations.runs.engine import run_finish as run_finish
+from evaluations.runs.judge_spend import judge_estimate, with_default_thresholds
 from evaluations.runs.summary import run_summary as run_summary
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
@@ -144,7 +145,7 @@ def run_create(
         raise RunError(f"iterations must be between 1 and {MAX_ITERATIONS}, not {iterations}")
     if version.evalset.project_id != project.pk:
         raise RunError("the eval set version belongs to another project")
-    used = config_for(version, config, preset)
+    used = with_default_thresholds(config_for(version, config, preset))
     for criterion, criterion_config in used.criteria.items():
         if is_custom_uipath(criterion_config.evaluator or criterion):
             continue  # scored as not runnable, with the reason
@@ -197,6 +198,7 @@ def run_create(
             branch=labels.get("branch", ""),
             tags=list(labels.get("tags", [])),
             created_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
+            judge_estimate=judge_estimate(used, [pk for pk, *_ in cases], iterations),
         )
         rows: list[tuple[Any, ...]] = []
         missing = not_runnable = 0

@@ -58,6 +58,26 @@
     }
     form.addEventListener("change", function () { showChosen(form); });
     showChosen(form);
+    // DeepEval's judged metrics: "Add" puts the criterion, with DeepEval's defaults, in the config.
+    form.addEventListener("click", function (event) {
+      var button = event.target.closest && event.target.closest("[data-add-criterion]");
+      if (!button || !editor) return;
+      var config;
+      try { config = JSON.parse(editor.value || "{}"); } catch (e) { config = null; }
+      if (!config || typeof config !== "object") {
+        button.textContent = "Fix the JSON first";
+        return;
+      }
+      config.criteria = config.criteria || {};
+      var name = button.getAttribute("data-add-criterion");
+      var key = name, n = 2;
+      while (Object.prototype.hasOwnProperty.call(config.criteria, key)) { key = name + "_" + n; n += 1; }
+      var entry = JSON.parse(button.getAttribute("data-snippet"));
+      if (key !== name) { entry.evaluator = name; }
+      config.criteria[key] = entry;
+      editor.value = JSON.stringify(config, null, 2);
+      button.textContent = "Added";
+    });
   }
 
   function init() {

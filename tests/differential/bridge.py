@@ -270,6 +270,98 @@ def agentflow_reads(request: dict[str, Any]) -> Any:
     return {"evalset": EvalSet.model_validate_json(request["text"]).model_dump_json()}
 
 
+# --- DeepEval's LLM metrics with a scripted judge ------------------------------------------------
+
+_STEP_ATTRIBUTES = ("statements", "truths", "claims", "opinions", "verdicts", "verdicts_list", "coverage_verdicts",
+                    "alignment_verdicts", "score_breakdown", "evaluation_steps", "task", "outcome", "verdict",
+                    "knowledges", "out_of_character_verdicts", "user_intentions", "assessment_questions")
+
+
+def _plain(value: Any) -> Any:
+    from enum import Enum
+
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        return _plain(value.model_dump(mode="json"))
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def deepeval_judged(request: dict[str, Any]) -> Any:
+    """One of DeepEval's LLM metrics measured (synchronously, as `async_mode=False` does) with
+    a judge that answers from a script: `replies` maps a structured reply's class name to the
+    texts to answer, in order (the last repeats). Returns the score, success, reason, the
+    metric's intermediate steps, and each call's schema name and JSON schema."""
+    import deepeval.metrics as metrics
+    from deepeval.models import DeepEvalBaseLLM
+    from deepeval.test_case import ConversationalTestCase, LLMTestCase, SingleTurnParams, ToolCall, Turn
+
+    replies: dict[str, list[str]] = {k: list(v) for k, v in request["replies"].items()}
+    calls: list[dict[str, Any]] = []
+
+    class ScriptedJudge(DeepEvalBaseLLM):
+        def __init__(self) -> None:
+            super().__init__(model="scripted-judge")
+
+        def load_model(self, *args: Any, **kwargs: Any) -> Any:
+            return self
+
+        def generate(self, prompt: str, schema: Any = None, **kwargs: Any) -> str:
+            name = schema.__name__ if schema is not None else ""
+            calls.append({"schema": name, "json_schema": schema.model_json_schema() if schema is not None else None})
+            queue = replies.get(name) or ["{}"]
+            return queue.pop(0) if len(queue) > 1 else queue[0]
+
+        async def a_generate(self, prompt: str, schema: Any = None, **kwargs: Any) -> str:
+            return self.generate(prompt, schema=schema)
+
+        def get_model_name(self, *args: Any, **kwargs: Any) -> str:
+            return "scripted-judge"
+
+    def tools(items: list[dict[str, Any]] | None) -> Any:
+        if items is None:
+            return None
+        return [ToolCall(name=t["name"], input_parameters=t.get("input_parameters"), output=t.get("output"))
+                for t in items]
+
+    kwargs = dict(request.get("kwargs") or {})
+    if "evaluation_params" in kwargs:
+        kwargs["evaluation_params"] = [SingleTurnParams(p) for p in kwargs["evaluation_params"]]
+    if "rubric" in kwargs and kwargs["rubric"] is not None:
+        from deepeval.metrics.g_eval import Rubric
+
+        kwargs["rubric"] = [Rubric(score_range=tuple(r["score_range"]), expected_outcome=r["expected_outcome"])
+                            for r in kwargs["rubric"]]
+    if "available_tools" in kwargs:
+        kwargs["available_tools"] = tools(kwargs["available_tools"])
+    metric = getattr(metrics, request["metric"])(model=ScriptedJudge(), async_mode=False, **kwargs)
+    if "turns" in request:
+        test_case: Any = ConversationalTestCase(
+            turns=[Turn(role=t["role"], content=t["content"], tools_called=tools(t.get("tools_called")))
+                   for t in request["turns"]],
+            chatbot_role=request.get("chatbot_role"))
+    else:
+        fields = dict(request["test_case"])
+        for key in ("tools_called", "expected_tools"):
+            if key in fields:
+                fields[key] = tools(fields[key])
+        test_case = LLMTestCase(**fields)
+    try:
+        score = metric.measure(test_case, _show_indicator=False)
+    except Exception as exc:
+        return {"raised": f"{type(exc).__name__}: {exc}"[:500], "calls": calls}
+    steps = {name: _plain(getattr(metric, name)) for name in _STEP_ATTRIBUTES if name in vars(metric)}
+    return {"score": score if isinstance(score, int | float) else repr(score), "score_type": type(score).__name__,
+            "success": metric.is_successful(), "threshold": metric.threshold, "reason": _plain(metric.reason),
+            "steps": steps, "calls": calls}
+
+
 def versions(request: dict[str, Any]) -> Any:
     from importlib import metadata
 
@@ -278,7 +370,7 @@ def versions(request: dict[str, Any]) -> Any:
 
 HANDLERS = {f.__name__: f for f in (versions, adk_eval_history, agentflow_files, agentflow_reads, adk_rouge,
                                       adk_trajectory, uipath, uipath_levenshtein, deepeval_tool_correctness,
-                                      deepeval_exact_match, agentflow)}
+                                      deepeval_exact_match, agentflow, deepeval_judged)}
 
 
 def main() -> None:

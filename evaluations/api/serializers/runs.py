@@ -28,6 +28,7 @@ class RunSerializer(serializers.ModelSerializer):
             "config", "iterations", "warmups", "eval_ids", "model", "git_commit", "branch", "tags",
             "cases_total", "cases_done", "cases_failed", "cases_errored", "cases_missing", "cases_not_runnable",
             "summary", "created_at", "started_at", "finished_at", "created_by",
+            "judge_calls", "judge_prompt_tokens", "judge_completion_tokens", "judge_cost_usd", "judge_estimate",
         ]
 
     def to_representation(self, instance: Run) -> dict[str, Any]:
@@ -53,6 +54,9 @@ class RunSerializer(serializers.ModelSerializer):
             "started_at": _DATETIME.to_representation(instance.started_at),
             "finished_at": _DATETIME.to_representation(instance.finished_at),
             "created_by": user.username if user is not None else None,
+            "judge_calls": instance.judge_calls, "judge_prompt_tokens": instance.judge_prompt_tokens,
+            "judge_completion_tokens": instance.judge_completion_tokens, "judge_cost_usd": instance.judge_cost_usd,
+            "judge_estimate": instance.judge_estimate,
         }
 
 
@@ -295,7 +299,8 @@ class EvaluationConfigSerializer(serializers.ModelSerializer):
 
 class EvaluationConfigCreateSerializer(serializers.ModelSerializer):
     project = serializers.SlugField(help_text="the project's slug")
-    config = serializers.JSONField(help_text="AgentFlow EvalConfig (`criteria`: name -> settings)")
+    config = serializers.JSONField(help_text="AgentFlow EvalConfig (`criteria`: name -> settings), or a DeepEval "
+                                   "metric collection (`metrics`: [{metric, threshold, ...its arguments}])")
 
     class Meta:
         model = EvaluationConfig

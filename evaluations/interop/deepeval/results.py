@@ -9,7 +9,9 @@
   `test_rag`), else the file (every `deepeval test run` saves `.latest_test_run.json`). Eval ids
   are derived as for goldens: the test case's `name` when unique, else `golden-<n>`. The same file
   holding only `{"testRunLink": ...}` (what DeepEval leaves once it sent the run to Confident AI)
-  is refused as holding no results (`link_only`).
+  is refused as holding no results (`link_only`). A metric evalsite computes as well
+  (`interop/deepeval/metrics.py`: `Answer Relevancy` -> `deepeval_answer_relevancy`) is kept
+  under that criterion's name, DeepEval's in `justification.deepeval_name`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from evaluations.interop.base import stem
 from evaluations.interop.deepeval.evalset import derive_eval_ids
+from evaluations.interop.deepeval.metrics import criterion_for
 from evaluations.interop.results import ImportedCase, ImportedScore, ParsedResults, Path, Reader, ResultsFormat, unit
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
 
@@ -61,6 +64,12 @@ def _deepeval(r: Reader) -> ParsedResults:
             for key in ("reason", "strict_mode", "evaluation_model", "evaluation_cost", "verbose_logs"):
                 if r.get(metric, key) is not None:
                     justification[key] = r.get(metric, key)
+            # A metric evalsite computes too takes its criterion's name, so a rescored run compares
+            # with this one metric by metric; a G-Eval keeps its own name (a run may hold several).
+            criterion = criterion_for(name)
+            if criterion is not None and criterion != "deepeval_g_eval":
+                justification["deepeval_name"] = name
+                name = criterion
             case.scores.append(ImportedScore(name, value, unit(value), success, threshold, justification,
                                              error=str(error) if error else ""))
         if multi:

@@ -579,6 +579,24 @@ def final_text(span: Span) -> Any | None:
     return None
 
 
+def input_text(span: Span) -> Any | None:
+    """What a turn's root span was asked: `input.value` (OpenInference), or the text parts of
+    the last user message in `gen_ai.input.messages` (GenAI)."""
+    attrs = span.attributes
+    if attrs.get(SpanAttributes.INPUT_VALUE) not in (None, ""):
+        return attrs[SpanAttributes.INPUT_VALUE]
+    messages = _loads(attrs.get("gen_ai.input.messages"))
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                parts = message.get("parts") or []
+                texts = [p["content"] for p in parts
+                         if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("content"), str)]
+                if texts:
+                    return "\n".join(texts)
+    return None
+
+
 def derive(roots: Sequence[SpanNode]) -> Derived:
     """Tool calls, trajectory steps, LLM calls, usage, latency and thread of these trees."""
     out = Derived()

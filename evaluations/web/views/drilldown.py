@@ -48,8 +48,10 @@ from evaluations.models import CaseResult, EvalCase, Run, Score, Span, Trace
 from evaluations.review import comparison
 from evaluations.review.drilldown import (
     CLOSE_ENOUGH,
+    JudgedSteps,
     Repeat,
     Row,
+    judged_steps,
     justification_rows,
     repeats_of,
     result_output,
@@ -379,6 +381,7 @@ class ScoreView:
     error: str
     justification_json: str | None
     justification: list[Row] = field(default_factory=list)
+    judged: JudgedSteps | None = None  # a DeepEval judged metric's reason and steps
 
 
 @dataclass(frozen=True)
@@ -562,7 +565,8 @@ def drill_page(*, run: Run, result: CaseResult, baseline: Run | None, baseline_r
         run=run, run_label=run_label(run), result=result, case=case, output_error=output_error, turns=turns,
         scores=[ScoreView(s.criterion, _level(s), s.score, s.raw_value, s.passed, _threshold_text(s.threshold),
                           s.error, pretty_json(s.justification) if s.justification else None,
-                          justification_rows(s.justification) if s.justification else [])
+                          justification_rows(s.justification) if s.justification else [],
+                          judged_steps(s.justification) if isinstance(s.justification, dict) else None)
                 for s in sorted(scores, key=lambda s: (s.applies_to != Score.Level.CONVERSATION, s.turn_index,
                                                        s.criterion, s.node_name))],
         steps=steps, traces=_traces(result), match_type=match_type.value, args_mode=rules.mode,

@@ -24,6 +24,7 @@ from evaluations.audit import object_history, record_rename, record_uploads
 from evaluations.evalsets import exports, selectors
 from evaluations.evalsets.forms import UploadForm
 from evaluations.evalsets.services import RenameError, evalset_import, evalset_rename
+from evaluations.evaluators.deepeval_judged.catalogue import judged_metric_catalogue
 from evaluations.interop import EvalSetImportError, SourceFile
 from evaluations.interop import check_size as check_upload_size
 from evaluations.models import OPEN_VERSION, EvalSetSource, Membership, Project
@@ -100,6 +101,7 @@ def _detail(request: HttpRequest, pk: int, rename_error: str = "") -> HttpRespon
         enter_project(request, evalset.project)
         context["history"] = object_history(evalset)
         context["rename_error"] = rename_error
+        context["judged_metrics"] = judged_metric_catalogue()
         if context["can_edit"] and page.is_latest:  # the bulk form's "move to" choices
             context["move_targets"] = list(selectors.evalsets_visible_to(request.user)
                                            .filter(project=evalset.project).exclude(pk=evalset.pk)

@@ -62,7 +62,7 @@ def run_rescore_page(request: HttpRequest, pk: int) -> HttpResponse:
     if not can_upload(request.user, run.project):
         raise PermissionDenied("only members and admins of the project may start runs")
     try:
-        rescored = run_rescore(run=run, user=request.user)
+        rescored = run_rescore(run=run, user=request.user, judge=request.POST.get("judge") == "on")
     except RunError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
     record_run(run=rescored, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the results import page")

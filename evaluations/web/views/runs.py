@@ -19,6 +19,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.audit import object_history, record_run
+from evaluations.evaluators.deepeval_judged.catalogue import judged_metric_catalogue
 from evaluations.evaluators.parity import parity_notes
 from evaluations.ingest.runs import traces_run_create, traces_waiting
 from evaluations.models import AuditEvent, Membership, Run
@@ -231,6 +232,7 @@ def _render_new(request: HttpRequest, form: NewRunForm, choices: selectors.NewRu
         "skeleton_url": reverse("version_outputs_skeleton", args=[int(selected)])
         if str(selected).isdigit() and int(selected) in choices.versions else "",
         "has_presets": bool(choices.presets),
+        "judged_metrics": judged_metric_catalogue(),
         "error": error,
         "error_title": IMPORT_ERROR_TITLES.get(error.code, error.code.replace("_", " ").capitalize()) if error else "",
         "more_problems": error.total - len(error.problems) if error else 0,
