@@ -162,7 +162,7 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
     # connection would wait on that transaction's write lock on SQLite.
     keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner, batch_id, claim)
     slice_ends = time.monotonic() + settings.EVALSITE_SLICE_SECONDS
-    yielded = False
+    yielded = handed_on = False
     try:
         floor = _chunk_floor(target)
         # uploaded outputs have no agent to wait for: start at full chunks (a slow judge
@@ -180,8 +180,15 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
                 break  # cancelled (or finished by a twin)
             part = pending[start:start + size]
             began = time.monotonic()
+            # The batch's last chunk ends the batch (its place handed on) in its own write
+            # transaction: one turn at the write lock fewer per batch.
+            ends_batch = None
+            if batch_id is not None and start + len(part) >= len(pending):
+                ends_batch = _BatchEnd(run_id, batch_id)
             with gc_paused():  # the chunk's cases, outputs and scores: freed by reference counting
-                settled += _run_chunk(run, part, evaluators, target)
+                settled += _run_chunk(run, part, evaluators, target, ends_batch)
+            if ends_batch is not None and ends_batch.done:
+                handed_on = True
             start += len(part)
             per_result = (time.monotonic() - began) / len(part)
             size = ceiling if per_result <= 0 else max(floor, min(ceiling, int(CHUNK_SECONDS / per_result)))
@@ -198,10 +205,23 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
             close = getattr(target, "close", None)
             if close:
                 close()
-    if not yielded:
+    if not yielded and not handed_on:
         queue.batch_done(run_id, batch_id)
     run_finish(run_id)
     return settled
+
+
+@dataclass
+class _BatchEnd:
+    """`queue.batch_done` for a batch, to be run inside its last chunk's write transaction."""
+
+    run_id: int
+    batch_id: int
+    done: bool = False
+
+    def __call__(self) -> None:
+        queue.batch_done(self.run_id, self.batch_id)  # a savepoint inside the chunk's transaction
+        self.done = True
 
 
 def _still_ours(run_id: int, batch_id: int | None, claim: datetime | None) -> bool:
@@ -297,9 +317,14 @@ def _chunk_floor(target: Any) -> int:
 
 
 def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],
-               target: Any) -> int:
+               target: Any, also: Callable[[], None] | None = None) -> int:
+    """Evaluate and write the results among `pks` still pending. `also`: more to do inside the
+    write's transaction (ending the batch), done even when nothing was left to write."""
     results = load_pending(pks, with_output=target is None)
     if not results:
+        if also is not None:
+            with transaction.atomic():
+                also()
         return 0
     cases = {r.pk: r.case for r in results}
     outputs: dict[int, AgentOutput] = {}
@@ -322,7 +347,7 @@ def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator |
             except Exception as exc:  # a malformed trace is the agent's error, not ours
                 output = output.model_copy(update={"error": f"could not read the trace: {exc}"})
         evaluated.append((r, output, _score_case(cases[r.pk], output, evaluators)))
-    return _write(run, evaluated, store_outputs=target is not None)
+    return _write(run, evaluated, store_outputs=target is not None, also=also)
 
 
 def _score_case(case: NativeCase, output: AgentOutput,
@@ -360,7 +385,7 @@ def _status(output: AgentOutput, scores: list[ScoreResult]) -> str:
 
 
 def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[ScoreResult]]], *,
-           store_outputs: bool) -> int:
+           store_outputs: bool, also: Callable[[], None] | None = None) -> int:
     """Scores, tool usage, result status and counters for results still pending: one
     transaction, rows locked, so a concurrent twin of this task writes nothing twice.
 
@@ -407,6 +432,8 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
         # order, so twins of one batch, and a retry, wait for each other instead of deadlocking.
         still = _lock_pending([pk for pk, *_ in prepared])
         if not still:
+            if also is not None:
+                also()
             return 0
         prepared = [p for p in prepared if p[0] in still]
         # A pending result has no scores, tool usage or traces: `run_retry_failed` removes
@@ -427,6 +454,8 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
             cases_errored=F("cases_errored") + statuses.count(CaseResult.Status.ERROR),
             heartbeat_at=now,
         )
+        if also is not None:
+            also()
     return len(prepared)
 
 
