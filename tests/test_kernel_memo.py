@@ -26,7 +26,7 @@ from evaluations.schemas.evalset import CriterionConfig, MatchType, ToolCall
 # compatibility characters (a ligature, full-width letters, an acute accent that NFKC turns
 # into a space and a combining mark, a no-break space), digits, punctuation, odd whitespace.
 WORDS = ["running", "runs", "ran", "jacket", "jackets", "umbrella", "Tokyo", "degrees", "wind;", "sunset.",
-         "東京", "天気", "ภาษาไทย", "กิน", "ΟΔΟΣ", "Σ", "σας", "ﬁle", "ＡＢＣ", "´", "a\u00a0b", "zürich",
+         "東京", "天気", "ภาษาไทย", "กิน", "ΟΔΟΣ", "Σ", "σας", "\ufb01le", "\uff21\uff22\uff23", "\u00b4", "a\u00a0b", "zürich",
          "привет", "e\u0301", "3.14", "don't", "x-ray", "(ok)", "\u3000", "İstanbul", "ß", "ẞ", "",
          "\u0e01\u0e34", "ABC123def", "…", "—", "🙂", "\u200b"]
 SPACES = [" ", "  ", "\n", "\t", "\u2028", "\u00a0", "\u3000", ""]

@@ -14,8 +14,8 @@ from __future__ import annotations
 import copy
 import importlib
 import math
-from collections.abc import Callable
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Literal

@@ -95,7 +95,8 @@ class AgentOutput(_Output):
                 cost = (cost or 0.0) + usage.cost_usd
         # Built once (no model per turn, no assignment per field): the fields set are the
         # totals some turn reported, as when they were added up on the model.
-        found = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total, "cost_usd": cost}
+        found: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total,
+                                 "cost_usd": cost}
         return Usage.model_construct(**{k: v for k, v in found.items() if v is not None})
 
     def all_tool_calls(self) -> list[OutputToolCall]:
