@@ -5,9 +5,12 @@ aggregates.
     python bench/engine_bench.py [--cases 10000] [--workers 2]            # SQLite (embedded)
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalsite_bench python bench/engine_bench.py
 
-Targets (issue 17): <= 4 s on SQLite (<= 6 s on PostgreSQL), <= 2x the floor. The clock
-starts before the run is created (outputs validated, results written, batches queued) and
-stops when the run is `completed`.
+Target (issue 39): <= 1.2x the floor measured in the same run, on SQLite; the line says
+whether it was met. On PostgreSQL the figure is printed beside its floor for comparison
+(issue 17 asked <= 6 s there). The clock starts before the run is created (outputs validated, results written,
+batches queued) and stops when the run is `completed`. It starts once every worker of the
+cluster has answered a task: a worker imports the engine and every evaluator before its first
+task, and the time a cluster takes to start is not the engine's.
 
 The floor, measured in the same run: the scoring kernel alone (every evaluator on every case,
 in this process, on cases and outputs already in memory as models) plus `executemany` of the
@@ -22,6 +25,7 @@ import gc
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +44,7 @@ CRITERIA = {
     "reliability": {"threshold": 1.0},
     "latency_seconds": {"threshold": 5.0},
 }
+TARGET_RATIO = 1.2  # end to end over the floor (issue 39)
 TOOLS = ["get_weather", "get_forecast", "search_flights", "book_flight", "get_order", "cancel_order"]
 CITIES = ["Tokyo", "Paris", "Lisbon", "Oslo", "Nairobi", "Lima", "Toronto", "Seoul"]
 
@@ -66,6 +71,29 @@ def generate(cases: int, seed: int = 11) -> tuple[dict, list[dict]]:
             "latency_seconds": round(r.uniform(0.2, 3.0), 3),
             "usage": {"prompt_tokens": 800, "completion_tokens": 60, "cost_usd": 0.001}}]})
     return {"eval_set_id": "bench_engine", "name": "Engine benchmark", "eval_cases": eval_cases}, outputs
+
+
+def _worker_pid(pause: float) -> int:
+    """A task for the cluster (`bench.engine_bench._worker_pid`): which worker ran it. The
+    pause keeps that worker busy, so the next ping goes to another."""
+    time.sleep(pause)
+    return os.getpid()
+
+
+def wait_for_workers(workers: int, timeout: float = 120.0) -> None:
+    """Until each of the cluster's `workers` has run a task, so each is warm."""
+    from django_q.tasks import async_task, result
+
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while len(seen) < workers:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(seen)} of {workers} workers answered within {timeout:.0f} s")
+        pings = [async_task("bench.engine_bench._worker_pid", 0.3) for _ in range(workers)]
+        for ping in pings:
+            pid = result(ping, wait=int(max(0.0, deadline - time.monotonic()) * 1000))
+            if isinstance(pid, int):
+                seen.add(pid)
 
 
 def measure_floor(evalset: dict, raw_outputs: list[dict], db_path: Path) -> float:
@@ -143,8 +171,8 @@ def run_bench(cases: int, workers: int) -> dict:
     log = open(tmp / "qcluster.log", "w")  # noqa: SIM115 - closed below
     cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=REPO, env=env, stdout=log,
                                stderr=subprocess.STDOUT)
-    time.sleep(2.0)  # let the cluster start its workers before the clock starts
     try:
+        wait_for_workers(args.workers)
         started = time.perf_counter()
         outputs = read_outputs([outputs_file])
         parsed = time.perf_counter()
@@ -152,7 +180,7 @@ def run_bench(cases: int, workers: int) -> dict:
                               config=EvalConfig.model_validate({"criteria": CRITERIA}))
         created = time.perf_counter()
         while Run.objects.filter(pk=run.pk).values_list("status", flat=True).get() not in {"completed", "failed"}:
-            time.sleep(0.05)
+            time.sleep(0.02)
         finished = time.perf_counter()
     finally:
         cluster.send_signal(signal.SIGTERM)
@@ -168,12 +196,16 @@ def run_bench(cases: int, workers: int) -> dict:
     print(f"status {run.status}: {run.cases_done} results, {scores} score rows, "
           f"pass rate {run.summary['pass_rate']:.3f}, "
           + ", ".join(f"{k} mean {v['mean']:.3f}" for k, v in run.summary["criteria"].items() if v["mean"] is not None))
-    target = 4.0 if db == "sqlite" else 6.0
+    ratio = total / floor
+    met = ratio <= TARGET_RATIO
     print(f"floor (scoring kernel alone + executemany of the {scores} score rows, same run): {floor:.2f} s; "
-          f"ratio {total / floor:.2f}x (targets <= {target:.0f} s on {db}, <= 2x): "
-          f"{'OK' if total <= target and total / floor <= 2 else 'OVER TARGET'}")
-    return {"seconds": total, "floor_seconds": floor, "ratio": total / floor, "db": db, "cases": args.cases,
-            "status": run.status, "scores": scores}
+          f"ratio {ratio:.2f}x (target <= {TARGET_RATIO}x the floor): "
+          + ("met" if met else "NOT MET")
+          + ("" if db == "sqlite" else " (the target is SQLite's; shown for comparison)"))
+    connection.close()
+    shutil.rmtree(tmp, ignore_errors=True)  # the cluster's log, the floor's database (and SQLite's, by default)
+    return {"seconds": total, "floor_seconds": floor, "ratio": ratio, "db": db, "cases": args.cases,
+            "status": run.status, "scores": scores, "target_met": met}
 
 
 if __name__ == "__main__":

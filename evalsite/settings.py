@@ -184,6 +184,9 @@ Q_CLUSTER: dict[str, object] = {
     "timeout": env_int("EVALSITE_TASK_TIMEOUT", 600),
     "retry": env_int("EVALSITE_TASK_RETRY", env_int("EVALSITE_TASK_TIMEOUT", 600) * 5),
     "queue_limit": 2,
+    # The ORM broker looks for new tasks this often when it found none (django-q2's default is
+    # 0.2 s): a run queued on an idle cluster starts within it. A look is one small query.
+    "poll": env_float("EVALSITE_QUEUE_POLL", 0.05),
     # A task that raises is re-run forever by default; a failing batch is instead recorded
     # on the run, and the run's own lease (not the broker) decides about resuming work.
     "max_attempts": 2,

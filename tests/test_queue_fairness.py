@@ -68,25 +68,25 @@ def test_a_batch_that_ends_hands_its_place_to_the_runs_next(acme: Project, setti
 def test_a_batch_past_its_slice_yields_to_another_runs_waiting_batch(acme: Project, settings: Any) -> None:
     settings.EVALSITE_BATCH_SIZE = 1000
     settings.EVALSITE_SLICE_SECONDS = 0
-    long = _uploaded(acme, iterations=20, enqueue=False)  # 160 results: two chunks of uploaded outputs
+    long = _uploaded(acme, iterations=40, enqueue=False)  # 320 results: two chunks of uploaded outputs
     runs.run_enqueue(long.pk)
     [task] = OrmQ.objects.all()
     task.delete()
     args = SignedPackage.loads(task.payload)["args"]
     alone = runs.run_batch(*args)
-    assert alone == 160  # nobody waits: the slice does not matter
+    assert alone == 320  # nobody waits: the slice does not matter
 
-    again = _uploaded(acme, iterations=20, enqueue=False)
+    again = _uploaded(acme, iterations=40, enqueue=False)
     runs.run_enqueue(again.pk)
     [task] = OrmQ.objects.all()
     task.delete()
-    other = _uploaded(acme, iterations=15, enqueue=False)  # 120 results: not much shorter, so it waits a slice
+    other = _uploaded(acme, iterations=25, enqueue=False)  # 200 results: not much shorter, so it waits a slice
     runs.run_enqueue(other.pk)  # waits in the broker
-    assert runs.run_batch(*SignedPackage.loads(task.payload)["args"]) == 125  # one chunk, then its turn is over
+    assert runs.run_batch(*SignedPackage.loads(task.payload)["args"]) == 250  # one chunk, then its turn is over
     assert _queue_order() == [other.pk, again.pk]  # the rest queues behind the other run
     rest = RunBatch.objects.get(run=again)
     assert rest.queued_at is not None and rest.heartbeat_at is None
-    assert CaseResult.objects.filter(run=again, status="pending", pk__gte=rest.first_pk).count() == 35
+    assert CaseResult.objects.filter(run=again, status="pending", pk__gte=rest.first_pk).count() == 70
 
 
 @pytest.mark.django_db

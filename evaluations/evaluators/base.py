@@ -11,9 +11,11 @@ imported on first use and registered under its `name`.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Literal
@@ -36,7 +38,9 @@ class Threshold(BaseModel):
     """A score passes when it is at or above `lower_limit` and at or below `upper_limit`
     (watsonx `MetricThreshold`); latency and cost use upper limits."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Frozen: an evaluator hands one threshold to every score of its criterion (see
+    # `Evaluator.threshold`), so none may be changed in place.
+    model_config = ConfigDict(extra="forbid", frozen=True)
     lower_limit: float | None = None
     upper_limit: float | None = None
 
@@ -84,12 +88,28 @@ class Evaluator(ABC):
     calls_judge: ClassVar[bool] = False
 
     def threshold(self, config: CriterionConfig) -> Threshold:
-        if self.threshold_direction == "upper":
-            return Threshold(upper_limit=config.threshold)
-        return Threshold(lower_limit=config.threshold)
+        """The criterion's threshold, built once per limit: a run asks for it on every case,
+        and a pydantic model is not free to build."""
+        memo = self.__dict__.setdefault("_thresholds", {})
+        found = memo.get(config.threshold)
+        if found is None or config.threshold == 0:  # 0.0 and -0.0: one key, two thresholds
+            found = memo[config.threshold] = (Threshold(upper_limit=config.threshold)
+                                              if self.threshold_direction == "upper"
+                                              else Threshold(lower_limit=config.threshold))
+        return found
 
     def options(self, config: CriterionConfig) -> Any:
-        return self.Options.model_validate(config.options)
+        """The criterion's options, validated once for as long as they stay the same (a run
+        asks on every case); invalid options raise every time."""
+        return self._memo_options(config.options, lambda: self.Options.model_validate(config.options))
+
+    def _memo_options(self, raw: dict[str, Any], validate: Callable[[], Any]) -> Any:
+        memo = self.__dict__.get("_options")
+        if memo is not None and memo[0] == raw:
+            return memo[1]
+        options = validate()
+        self.__dict__["_options"] = (copy.deepcopy(raw), options)
+        return options
 
     @abstractmethod
     def score(self, case: EvalCase, output: AgentOutput, config: CriterionConfig,

@@ -259,13 +259,21 @@ class AlignmentRow:
     actual: ToolCall | None = None
     arg_diffs: Sequence[ArgDiff] = ()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, expected_calls: Sequence[dict[str, Any]] | None = None,
+                actual_calls: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """`expected_calls` / `actual_calls`: `call_dict` of each call of the lists the rows were
+        aligned from, when the caller has them already (its justification lists them too)."""
+        expected, actual = self.expected, self.actual
         return {
             "kind": self.kind,
             "expected_index": self.expected_index,
             "actual_index": self.actual_index,
-            "expected": _call_dict(self.expected),
-            "actual": _call_dict(self.actual),
+            "expected": None if expected is None else (
+                expected_calls[self.expected_index] if expected_calls is not None and self.expected_index is not None
+                else call_dict(expected)),
+            "actual": None if actual is None else (
+                actual_calls[self.actual_index] if actual_calls is not None and self.actual_index is not None
+                else call_dict(actual)),
             "arg_diffs": [d.as_dict() for d in self.arg_diffs],
         }
 
@@ -320,11 +328,18 @@ class Alignment:
                        else self.expected_count)
         return self.matched / denominator if denominator else 1.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, expected_calls: Sequence[dict[str, Any]] | None = None,
+                actual_calls: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The alignment as JSON. `expected_calls` / `actual_calls`: `call_dict` of each call
+        of the expected and actual lists it was aligned from, when the caller has them: each
+        row then shares its call's dict instead of building it again (the text is the same)."""
+        counts = dict.fromkeys(ROW_KINDS, 0)
+        for row in self.rows:
+            counts[row.kind] += 1
         return {
             "match_type": self.match_type.value,
-            "counts": {kind: self.count(kind) for kind in ROW_KINDS},
-            "rows": [row.as_dict() for row in self.rows],
+            "counts": counts,
+            "rows": [row.as_dict(expected_calls, actual_calls) for row in self.rows],
         }
 
 

@@ -69,7 +69,8 @@ class PerformanceEvaluator(Evaluator):
     default_metric: ClassVar[Metric] = "latency_seconds"
 
     def options(self, config: CriterionConfig) -> Any:
-        return self.Options.model_validate({"metric": self.default_metric, **config.options})
+        return self._memo_options(config.options, lambda: self.Options.model_validate(
+            {"metric": self.default_metric, **config.options}))
 
     def score(self, case: EvalCase, output: AgentOutput, config: CriterionConfig,
               criterion: str) -> list[ScoreResult]:

@@ -50,6 +50,9 @@ def _is_mark(char: str) -> bool:
     return unicodedata.category(char).startswith("M")
 
 
+PIECES_KEPT = 200_000  # whitespace-separated pieces whose tokens a process keeps (a few tens of MB at most)
+
+
 @functools.cache
 def _rouge() -> Any:
     """rouge-score and nltk, imported on first use: nltk takes about half a second to import,
@@ -70,14 +73,32 @@ def _rouge() -> Any:
         rouge-score's own tokenisation (a-z0-9 only, Porter stemming of words longer than 3
         letters), a non-ASCII word ("zürich", "привет") is one token as it is, never stemmed.
 
-        The stems are memoised: nltk's stemmer costs about 60 us a word, and eval sets repeat
-        their words all the time. The scores are the same to the bit."""
+        Memoised per token: a text is cut at its whitespace (after NFKC and lower case, as a
+        whole), and each piece's tokens are kept, so a word is classified character by
+        character, split and stemmed once however many texts hold it (nltk's stemmer alone
+        costs about 60 us a word). The tokens are the same: every step after the case
+        folding treats each character on its own, and whitespace only ever separates words
+        (`tokenize_uncached` is the whole-text path, which tests compare it with)."""
 
         def __init__(self, use_stemmer: bool = True) -> None:
             self._stemmer = _CachedStemmer() if use_stemmer else None
+            self._piece = functools.lru_cache(maxsize=PIECES_KEPT)(self._piece_tokens)
 
         def tokenize(self, text: str) -> list[str]:
-            text = unicodedata.normalize("NFKC", text).lower()
+            tokens: list[str] = []
+            for piece in unicodedata.normalize("NFKC", text).lower().split():
+                tokens.extend(self._piece(piece))
+            return tokens
+
+        def _piece_tokens(self, piece: str) -> tuple[str, ...]:
+            return tuple(self._words(piece))
+
+        def tokenize_uncached(self, text: str) -> list[str]:
+            """ADK's tokenisation of the whole text, character by character, nothing kept."""
+            return self._words(unicodedata.normalize("NFKC", text).lower())
+
+        def _words(self, text: str) -> list[str]:
+            """The tokens of text already normalised and in lower case."""
             chars: list[str] = []
             for char in text:
                 if _is_cjk(char):

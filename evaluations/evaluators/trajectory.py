@@ -22,10 +22,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evaluations.evaluators.base import Evaluator, Level, ScoreResult, Threshold, aligned_turns, register
-from evaluations.evaluators.diffing import Alignment, ArgRule, ArgRules, align, call_dict
+from evaluations.evaluators.diffing import EXACT_ARGS, Alignment, ArgRule, ArgRules, align, call_dict
 from evaluations.patterns import PatternBoundExceeded
 from evaluations.schemas.evalset import CriterionConfig, EvalCase, Invocation, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput, TurnOutput
+
+_NAMES_ONLY = ArgRules(mode="ignore")  # rules are frozen: one of each serves every case
 
 NO_TURNS = "the case has no scripted turns (expected invocations) to compare tool calls with"
 
@@ -128,20 +130,22 @@ class TrajectoryMatchEvaluator(Evaluator):
     def _scores(self, case: EvalCase, output: AgentOutput, options: TrajectoryOptions, threshold: Threshold,
                 default_match: MatchType, criterion: str) -> list[ScoreResult]:
         match_type = options.match_type or default_match
-        rules = options.rules(raise_on_bound=True)
+        rules, rules_dict = self._rules(options)
         pairs = aligned_turns(case, output)
         if not pairs:
             return _no_turns(criterion, threshold)
-        settings = {"match_type": match_type.value, "args": rules.as_dict(), "strict": options.strict}
+        settings = {"match_type": match_type.value, "args": rules_dict, "strict": options.strict}
 
         if options.scope == "conversation":
             expected = [call for invocation in case.conversation for call in invocation.expected_tool_trajectory]
             actual = output.all_tool_calls()
             score, alignment = match_trajectory(expected, actual, match_type, rules, strict=options.strict)
+            expected_calls, actual_calls = _calls(expected), _calls(actual)
             return [ScoreResult(
                 criterion=criterion, score=score, passed=threshold.passes(score), threshold=threshold,
-                justification={"expected": _calls(expected), "actual": _calls(actual),
-                               "alignment": alignment.as_dict(), **settings, "scope": "conversation"},
+                justification={"expected": expected_calls, "actual": actual_calls,
+                               "alignment": alignment.as_dict(expected_calls, actual_calls), **settings,
+                               "scope": "conversation"},
             )]
 
         results: list[ScoreResult] = []
@@ -162,18 +166,28 @@ class TrajectoryMatchEvaluator(Evaluator):
         ))
         return results
 
+    def _rules(self, options: TrajectoryOptions) -> tuple[ArgRules, dict[str, Any]]:
+        """The options' argument rules and their JSON, built once per options object (which
+        `options()` keeps while the config stays the same)."""
+        memo = self.__dict__.get("_rules_memo")
+        if memo is None or memo[0] is not options:
+            rules = options.rules(raise_on_bound=True)
+            memo = self.__dict__["_rules_memo"] = (options, rules, rules.as_dict())
+        return memo[1], memo[2]
+
     @staticmethod
     def _turn(criterion: str, index: int, invocation: Invocation, turn: TurnOutput | None, match_type: MatchType,
               rules: ArgRules, strict: bool, threshold: Threshold, settings: dict[str, Any]) -> ScoreResult:
         expected = invocation.expected_tool_trajectory
         actual = _turn_calls(turn)
         score, alignment = match_trajectory(expected, actual, match_type, rules, strict=strict)
+        expected_calls, actual_calls = _calls(expected), _calls(actual)
         return ScoreResult(
             criterion=criterion, score=score, passed=threshold.passes(score), applies_to=Level.INTERACTION,
             turn_index=index, threshold=threshold,
             justification={"invocation_id": invocation.invocation_id, "turn_missing": turn is None,
-                           "expected": _calls(expected), "actual": _calls(actual),
-                           "alignment": alignment.as_dict(), **settings},
+                           "expected": expected_calls, "actual": actual_calls,
+                           "alignment": alignment.as_dict(expected_calls, actual_calls), **settings},
         )
 
 
@@ -248,19 +262,21 @@ class AdkToolTrajectoryEvaluator(Evaluator):
         if not pairs:
             # ADK: "expected_invocations is needed by this metric."
             return _no_turns(criterion, threshold)
-        rules = ArgRules(mode="ignore") if options.ignore_args else ArgRules()
+        rules = _NAMES_ONLY if options.ignore_args else EXACT_ARGS
         settings = {"match_type": match_type.value, "ignore_args": options.ignore_args}
         results: list[ScoreResult] = []
         for index, (invocation, turn) in enumerate(pairs):
             expected = invocation.expected_tool_trajectory
             actual = _turn_calls(turn)
             score = adk_invocation_score(actual, expected, match_type, options.ignore_args)
+            expected_calls, actual_calls = _calls(expected), _calls(actual)
+            alignment = align(expected, actual, match_type, rules).as_dict(expected_calls, actual_calls)
             results.append(ScoreResult(
                 criterion=criterion, score=score, passed=threshold.passes(score), applies_to=Level.INTERACTION,
                 turn_index=index, threshold=threshold,
                 justification={"invocation_id": invocation.invocation_id, "turn_missing": turn is None,
-                               "expected": _calls(expected), "actual": _calls(actual),
-                               "alignment": align(expected, actual, match_type, rules).as_dict(), **settings},
+                               "expected": expected_calls, "actual": actual_calls,
+                               "alignment": alignment, **settings},
             ))
         overall = _mean([r.score for r in results if r.score is not None])
         results.append(ScoreResult(

@@ -79,9 +79,10 @@ CHUNK = 50
 
 
 # Uploaded outputs (and traces) write up to this many a transaction: scoring stored outputs
-# takes about a millisecond a result, so the counters still move several times a second, and
-# the transactions (each a commit, a lock of the results and an update of the run) are fewer.
-STORED_CHUNK = 125
+# takes well under a millisecond a result, so the counters still move several times a second,
+# and the transactions (each a commit, a lock of the results and an update of the run, and a
+# turn at SQLite's one write lock) are fewer: a batch of the default size is one write.
+STORED_CHUNK = 250
 
 
 CHUNK_SECONDS = 0.25
@@ -139,11 +140,16 @@ def run_batch(run_id: int, first_pk: int, last_pk: int, batch_id: int | None = N
 def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | None,
                     claim: datetime | None = None) -> int:
     owner = f"{socket.gethostname()}:{os.getpid()}"  # who holds the lease: for logs and tests
-    if not queue.batch_heartbeat(batch_id, owner, claim):
-        log.info("run %s batch %s: queued again since this task was sent; left to the task that holds it",
-                 run_id, batch_id)
-        return 0
-    run = Run.objects.filter(pk=run_id).first()
+    # The batch's lease and the run's are taken in one commit: on SQLite every write waits
+    # its turn for the one write lock, and a batch starts forty times in a 10,000-case run.
+    with transaction.atomic():
+        if not queue.batch_heartbeat(batch_id, owner, claim):
+            log.info("run %s batch %s: queued again since this task was sent; left to the task that holds it",
+                     run_id, batch_id)
+            return 0
+        alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+            heartbeat_at=timezone.now(), lease_owner=owner)
+    run = Run.objects.filter(pk=run_id).first() if alive else None
     if run is None or run.status != Run.Status.RUNNING:
         queue.batch_done(run_id, batch_id)  # cancelled, or finished by a twin: its place goes to another run
         return 0
@@ -165,7 +171,7 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
     # connection would wait on that transaction's write lock on SQLite.
     keeper = None if connection.in_atomic_block or not pending else _LeaseKeeper(run_id, owner, batch_id, claim)
     slice_ends = time.monotonic() + settings.EVALSITE_SLICE_SECONDS
-    yielded = False
+    yielded = handed_on = False
     try:
         floor = _chunk_floor(target)
         if target is None and any(_calls_judge(e) for e, _, _ in evaluators.values()):
@@ -177,21 +183,25 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
         ceiling = STORED_CHUNK if target is None else CHUNK
         size, start = (ceiling if target is None else floor), 0
         while start < len(pending):
-            if start == 0:  # take the lease; each chunk's write renews the heartbeat after that
-                alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
-                    heartbeat_at=timezone.now(), lease_owner=owner)
-            else:  # a read: on SQLite every write waits its turn for the one write lock
-                alive = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists()
-            if not alive:
+            # The lease was taken above; each chunk's write renews the heartbeat. Before a later
+            # chunk, one read: is the run still running, and the batch still this task's?
+            if start and not _still_ours(run_id, batch_id, claim):
+                if Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists():
+                    log.info("run %s batch %s: queued again while this task worked; it stops here",
+                             run_id, batch_id)
+                    return settled  # the batch is another task's now: neither done nor handed on by this one
                 break  # cancelled (or finished by a twin)
-            if (claim is not None and batch_id is not None and start
-                    and not RunBatch.objects.filter(pk=batch_id, queued_at=claim).exists()):
-                log.info("run %s batch %s: queued again while this task worked; it stops here", run_id, batch_id)
-                return settled  # the batch is another task's now: neither done nor handed on by this one
             part = pending[start:start + size]
             began = time.monotonic()
+            # The batch's last chunk ends the batch (its place handed on) in its own write
+            # transaction: one turn at the write lock fewer per batch.
+            ends_batch = None
+            if batch_id is not None and start + len(part) >= len(pending):
+                ends_batch = _BatchEnd(run_id, batch_id)
             with gc_paused():  # the chunk's cases, outputs and scores: freed by reference counting
-                settled += _run_chunk(run, part, evaluators, target)
+                settled += _run_chunk(run, part, evaluators, target, ends_batch)
+            if ends_batch is not None and ends_batch.done:
+                handed_on = True
             start += len(part)
             per_result = (time.monotonic() - began) / len(part)
             size = ceiling if per_result <= 0 else max(floor, min(ceiling, int(CHUNK_SECONDS / per_result)))
@@ -208,10 +218,31 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
             close = getattr(target, "close", None)
             if close:
                 close()
-    if not yielded:
+    if not yielded and not handed_on:
         queue.batch_done(run_id, batch_id)
     run_finish(run_id)
     return settled
+
+
+@dataclass
+class _BatchEnd:
+    """`queue.batch_done` for a batch, to be run inside its last chunk's write transaction."""
+
+    run_id: int
+    batch_id: int
+    done: bool = False
+
+    def __call__(self) -> None:
+        queue.batch_done(self.run_id, self.batch_id)  # a savepoint inside the chunk's transaction
+        self.done = True
+
+
+def _still_ours(run_id: int, batch_id: int | None, claim: datetime | None) -> bool:
+    """Whether the run is still running and, for a task sent with a claim, its batch is still
+    queued under that claim: one query."""
+    if claim is None or batch_id is None:
+        return Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists()
+    return RunBatch.objects.filter(pk=batch_id, queued_at=claim, run__status=Run.Status.RUNNING).exists()
 
 
 class _LeaseKeeper:
@@ -304,9 +335,14 @@ def _chunk_floor(target: Any) -> int:
 
 
 def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],
-               target: Any) -> int:
+               target: Any, also: Callable[[], None] | None = None) -> int:
+    """Evaluate and write the results among `pks` still pending. `also`: more to do inside the
+    write's transaction (ending the batch), done even when nothing was left to write."""
     results = load_pending(pks, with_output=target is None)
     if not results:
+        if also is not None:
+            with transaction.atomic():
+                also()
         return 0
     cases = {r.pk: r.case for r in results}
     outputs: dict[int, AgentOutput] = {}
@@ -331,7 +367,7 @@ def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator |
         ready.append((r, output))
     scored = _score_all([(cases[r.pk], output) for r, output in ready], evaluators)
     evaluated = [(r, output, scores) for (r, output), scores in zip(ready, scored, strict=True)]
-    return _write(run, evaluated, store_outputs=target is not None)
+    return _write(run, evaluated, store_outputs=target is not None, also=also)
 
 
 def _calls_judge(evaluator: Evaluator | None) -> bool:
@@ -385,20 +421,25 @@ def _score_case(case: NativeCase, output: AgentOutput,
 
 
 def _status(output: AgentOutput, scores: list[ScoreResult]) -> str:
-    runnable = [s for s in scores if not s.error.startswith(NOT_RUNNABLE)]
+    runnable = failed = False
+    errored = bool(output.error) or any(t.error for t in output.turns)
+    for s in scores:
+        if s.error:
+            if s.error.startswith(NOT_RUNNABLE):
+                continue  # a criterion that cannot run here does not make the case an error
+            errored = True
+        runnable = True
+        if s.passed is False and s.applies_to == Level.CONVERSATION:
+            failed = True
     if scores and not runnable and not output.error:
         return CaseResult.Status.NOT_RUNNABLE  # every criterion is: the reason is on each score
-    scores = runnable  # a criterion that cannot run here does not make the case an error
-    if output.error or any(t.error for t in output.turns) or any(s.error for s in scores):
+    if errored:
         return CaseResult.Status.ERROR
-    top = [s for s in scores if s.applies_to == Level.CONVERSATION]
-    if any(s.passed is False for s in top):
-        return CaseResult.Status.FAILED
-    return CaseResult.Status.PASSED
+    return CaseResult.Status.FAILED if failed else CaseResult.Status.PASSED
 
 
 def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[ScoreResult]]], *,
-           store_outputs: bool) -> int:
+           store_outputs: bool, also: Callable[[], None] | None = None) -> int:
     """Scores, tool usage, result status and counters for results still pending: one
     transaction, rows locked, so a concurrent twin of this task writes nothing twice.
 
@@ -406,15 +447,21 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
     on SQLite every worker waits for this lock, so it is held as briefly as possible."""
     now = timezone.now()
     prepared = []
-    thresholds: dict[tuple[float | None, float | None], str] = {}  # the few distinct ones, written once
+    run_pk = run.pk
+    # The few distinct thresholds, each written once: by the object (an evaluator hands the
+    # same one to every score of its criterion; all of them stay alive while this runs), then
+    # by its limits.
+    by_object: dict[int, str] = {}
+    by_limits: dict[tuple[float | None, float | None], str] = {}
 
     def threshold_text(threshold: Any) -> str:
         key = (threshold.lower_limit, threshold.upper_limit)
-        text = thresholds.get(key)
+        text = by_limits.get(key)
         if text is None:
             text = dumps(threshold.as_dict())
             if 0 not in key:  # 0.0 and -0.0 are one key but not one text
-                thresholds[key] = text
+                by_limits[key] = text
+        by_object[id(threshold)] = text
         return text
 
     spend = _JudgeSpend()
@@ -425,9 +472,11 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
         result_row = (status, output.error or next((s.error for s in scores if s.error), ""),
                       output.total_latency(), usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
                       dumps(output.model_dump(mode="json", exclude_defaults=True)) if store_outputs else None)
+        result_pk = result.pk
         score_rows = [
-            (run.pk, result.pk, s.criterion, s.criterion, Level(s.applies_to).value, s.turn_index, s.node_name,
-             s.score, s.raw_value, s.passed, threshold_text(s.threshold) if s.threshold else None,
+            (run_pk, result_pk, s.criterion, s.criterion, _LEVELS.get(s.applies_to) or Level(s.applies_to).value,
+             s.turn_index, s.node_name, s.score, s.raw_value, s.passed,
+             None if s.threshold is None else (by_object.get(id(s.threshold)) or threshold_text(s.threshold)),
              dumps_fast(s.justification), s.error)
             for s in scores
         ]
@@ -437,10 +486,10 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
     with transaction.atomic():
         # Rows in pk order, then the run row (the counters, last): every writer locks in this
         # order, so twins of one batch, and a retry, wait for each other instead of deadlocking.
-        still = set(CaseResult.objects.select_for_update()
-                    .filter(pk__in=[pk for pk, *_ in prepared], status=CaseResult.Status.PENDING)
-                    .order_by("pk").values_list("pk", flat=True))
+        still = _lock_pending([pk for pk, *_ in prepared])
         if not still:
+            if also is not None:
+                also()
             return 0
         prepared = [p for p in prepared if p[0] in still]
         # A pending result has no scores, tool usage or traces: `run_retry_failed` removes
@@ -462,6 +511,8 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
             heartbeat_at=now,
             **spend.updates(),
         )
+        if also is not None:
+            also()
     return len(prepared)
 
 
@@ -498,6 +549,11 @@ class _JudgeSpend:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+# A score's level as its column holds it: a Level, or its value as a plain string (equal, and
+# of one hash), looked up without Enum's call.
+_LEVELS: dict[Any, str] = {level: level.value for level in Level}
 
 
 def _traces(output: AgentOutput) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -544,6 +600,19 @@ def executemany(model: Any, columns: list[str], rows: list[tuple[Any, ...]],
     """INSERT many rows (see `evaluations.bulk`): Django's bulk_create builds a model
     instance and resolves every field for each row, ten times the cost at 100,000 scores."""
     insert_rows(model, columns, rows, json_columns=json_columns)
+
+
+def _lock_pending(pks: list[int]) -> set[int]:
+    """Which of `pks` are still pending, their rows locked in pk order (on PostgreSQL; SQLite's
+    transaction holds the one write lock already). Plain SQL: the ORM's `pk__in` prepares
+    every value through the field, a few hundred per chunk."""
+    table = connection.ops.quote_name(CaseResult._meta.db_table)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    sql = (f"SELECT id FROM {table} WHERE id IN ({', '.join(['%s'] * len(pks))}) AND status = %s "  # noqa: S608
+           f"ORDER BY id{lock}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*pks, CaseResult.Status.PENDING])
+        return {pk for (pk,) in cursor.fetchall()}
 
 
 def _update_results(prepared: list[Any], now: Any, *, store_outputs: bool) -> None:

@@ -82,20 +82,25 @@ class AgentOutput(_Output):
     def usage(self) -> Usage:
         """Token and cost totals over the turns (a turn's total counts even when it reports
         only prompt and completion tokens)."""
-        totals = Usage()
+        prompt = completion = total = cost = None
         for turn in self.turns:
-            if turn.usage is None:
+            usage = turn.usage
+            if usage is None:
                 continue
-            for field in ("prompt_tokens", "completion_tokens"):
-                value = getattr(turn.usage, field)
-                if value is not None:
-                    setattr(totals, field, (getattr(totals, field) or 0) + value)
-            turn_total = turn.usage.total()
+            if usage.prompt_tokens is not None:
+                prompt = (prompt or 0) + usage.prompt_tokens
+            if usage.completion_tokens is not None:
+                completion = (completion or 0) + usage.completion_tokens
+            turn_total = usage.total()
             if turn_total is not None:
-                totals.total_tokens = (totals.total_tokens or 0) + turn_total
-            if turn.usage.cost_usd is not None:
-                totals.cost_usd = (totals.cost_usd or 0.0) + turn.usage.cost_usd
-        return totals
+                total = (total or 0) + turn_total
+            if usage.cost_usd is not None:
+                cost = (cost or 0.0) + usage.cost_usd
+        # Built once (no model per turn, no assignment per field): the fields set are the
+        # totals some turn reported, as when they were added up on the model.
+        found: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total,
+                                 "cost_usd": cost}
+        return Usage.model_construct(**{k: v for k, v in found.items() if v is not None})
 
     def all_tool_calls(self) -> list[OutputToolCall]:
         return [call for turn in self.turns for call in turn.tool_calls]
