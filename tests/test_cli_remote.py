@@ -27,8 +27,7 @@ import pytest
 from tests.conftest import REPO
 from tests.engine_helpers import DEMO, perfect_outputs, regressed_outputs
 
-# One worker starts this module's server (module-scoped) and runs all its tests.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cli_remote")]
+pytestmark = [pytest.mark.slow]
 
 
 def _free_port() -> int:

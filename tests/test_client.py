@@ -35,8 +35,7 @@ from tests.conftest import REPO
 from tests.engine_helpers import DEMO, import_demo, perfect_outputs, regressed_outputs
 from tests.queue_helpers import qcluster
 
-# One worker starts this module's server (module-scoped) and runs all its tests.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("client")]
+pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

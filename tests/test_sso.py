@@ -21,8 +21,7 @@ from evaluations.models import AuditEvent, Membership, Project
 from tests.oidc_helpers import CLIENT_ID, Provider, http, provider, sign_in, start, to_callback
 from tests.test_access_matrix import ADMIN, PUBLIC, READ, ROUTES, WRITE, call, fast_hashing, world  # noqa: F401
 
-# One worker starts the OpenID provider (module-scoped) and runs all its tests.
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("sso")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 ROLE_MAP = "acme-evals-admins=acme:admin,acme-evals=acme:viewer,globex-evals=globex:member"
 
