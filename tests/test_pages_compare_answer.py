@@ -72,7 +72,7 @@ def test_regressions_come_first_with_tags_failing_criteria_repeats_and_cause(acm
     assert f"/runs/{candidate.pk}/cases/" in tokyo and "status=regressed" in tokyo
     # The verdict: one wording per question.
     headline = page.split('data-testid="headline">', 1)[1].split("</p>", 1)[0]
-    assert "too few cases to call the overall change (n = 8 cases); n≈24 cases would be needed" in headline
+    assert "not distinguishable from chance across 8 cases; the same share of flips would need n≈24 cases to call" in headline
     assert "could be noise" not in headline and "likely real" not in headline
     per_case = page.split('data-testid="per-case">', 1)[1].split("</p>", 1)[0]
     assert "2 regressions reproducible: failed in every repeat" in per_case

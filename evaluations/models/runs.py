@@ -54,6 +54,9 @@ class Run(models.Model):
     cases_errored = models.PositiveIntegerField(default=0)
     cases_missing = models.PositiveIntegerField(default=0)  # uploaded outputs had nothing for them
     cases_not_runnable = models.PositiveIntegerField(default=0)  # e.g. scenario cases, no simulator
+    # scored, but some enabled criterion could not be (not runnable here, or its evaluator
+    # errored) and none failed: counted in cases_done, never passed (issue 41)
+    cases_unscored = models.PositiveIntegerField(default=0)
     # Lease: the worker holding the run renews heartbeat_at; a stale lease means resume.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
@@ -111,6 +114,9 @@ class CaseResult(models.Model):
         ERROR = "error"
         NOT_RUNNABLE = "not_runnable"
         MISSING = "missing"  # uploaded outputs had nothing for this case
+        # Some enabled criterion was not scored (not runnable here, its evaluator errored, a
+        # promptfoo assertion evalsite does not compute) and nothing scored failed: no verdict.
+        NOT_FULLY_SCORED = "not_fully_scored", "not fully scored"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results")
     case = models.ForeignKey(EvalCase, on_delete=models.CASCADE, related_name="results")

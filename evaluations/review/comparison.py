@@ -5,21 +5,25 @@ Cases are matched by `eval_id`, so two runs on different versions of an eval set
 where their cases overlap; a case only the candidate has is `new`, one only the baseline
 has is `removed`.
 
-**A case's outcome in one run.** Each result (one per iteration) is a pass, a fail or an
-error (`error`, `missing` and `not_runnable` all mean the agent gave no judgeable answer);
+**A case's outcome in one run.** Each result (one per iteration) is a pass, a fail, an
+error (`error` and `missing` mean the agent gave no judgeable answer) or unscored (`not
+fully scored` and `not_runnable`: a criterion could not be scored, so there is no verdict);
 pending results do not count yet. Over a run's repeats a case is `pass` (every repeat
-passed), `fail` (none passed, at least one failed), `error` (every repeat errored) or
-`mixed` (some passed, some did not).
+passed), `fail` (none passed, at least one failed), `error` (every repeat errored), `mixed`
+(some passed, some failed or errored) or `unscored` (the repeats that did not pass have no
+verdict).
 
 **Classification** (`classify`), first rule that applies:
 
 1. only in the candidate: new; only in the baseline: removed;
-2. mixed outcomes within either run's repeats: flaky. A case that passes sometimes is kept
+2. unscored in either run: not fully scored. A criterion that could not run (a judge with no
+   model, an evaluator that raised) is the run's notice, never a regression;
+3. mixed outcomes within either run's repeats: flaky. A case that passes sometimes is kept
    apart from new regressions: its flip may be chance, and the review should not walk
    through it as a regression;
-3. baseline pass, candidate fail or error: regressed;
-4. baseline fail or error, candidate pass: improved;
-5. both pass: unchanged-pass; candidate error (baseline not passing): errored;
+4. baseline pass, candidate fail or error: regressed;
+5. baseline fail or error, candidate pass: improved;
+6. both pass: unchanged-pass; candidate error (baseline not passing): errored;
    otherwise unchanged-fail.
 
 **Statistics per criterion** (conversation-level scores; with repeats, a case's score is
@@ -98,6 +102,9 @@ from evaluations.review.statistics import (
     NEW as NEW,
 )
 from evaluations.review.statistics import (
+    NO_VERDICT as NO_VERDICT,
+)
+from evaluations.review.statistics import (
     PASS as PASS,
 )
 from evaluations.review.statistics import (
@@ -131,6 +138,9 @@ from evaluations.review.statistics import (
     UNCHANGED_PASS as UNCHANGED_PASS,
 )
 from evaluations.review.statistics import (
+    UNSCORED as UNSCORED,
+)
+from evaluations.review.statistics import (
     StatusStyle as StatusStyle,
 )
 from evaluations.review.statistics import (  # re-exported (`X as X`): the comparison's vocabulary
@@ -159,7 +169,9 @@ logger = logging.getLogger(__name__)
 
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
 # version are recomputed on their next view.
-SUMMARY_VERSION = 5  # 4: stored with a row per case and a head; 5: criterion verdicts need MIN_CASES
+# 4: stored with a row per case and a head; 5: criterion verdicts need MIN_CASES; 6: cases not fully
+# scored are their own status (issue 41), never regressed or improved
+SUMMARY_VERSION = 6
 
 # Above this many points the paired scatter keeps every changed case and a sample of the rest.
 SCATTER_MAX_POINTS = 2000
@@ -755,7 +767,7 @@ def default_baseline(candidate: Run) -> Run | None:
 # --- Reading a summary --------------------------------------------------------------------
 
 
-OUTCOME_WORDS = {PASS: "✓ pass", FAIL: "✗ fail", ERROR: "! error"}
+OUTCOME_WORDS = {PASS: "✓ pass", FAIL: "✗ fail", ERROR: "! error", NO_VERDICT: "? not fully scored"}
 
 
 def outcome_text(outcome: str | None, passed: int | None, repeats: int) -> str:
@@ -846,7 +858,8 @@ def headline(summary: dict[str, Any]) -> str:
                 f"the verdict waits until it finishes ({so_far})")
     parts = [f"{counts.get(REGRESSED, 0)} regression{'' if counts.get(REGRESSED, 0) == 1 else 's'}, "
              f"{counts.get(IMPROVED, 0)} improvement{'' if counts.get(IMPROVED, 0) == 1 else 's'}"
-             + "".join(f", {counts[key]} {STATUSES[key].label}" for key in (ERRORED, FLAKY) if counts.get(key))]
+             + "".join(f", {counts[key]} {STATUSES[key].label}" for key in (ERRORED, FLAKY, UNSCORED)
+                       if counts.get(key))]
     for c in lead_criteria(summary):
         parts.append(f"{c['name']} {signed(c['delta'])} [{signed(c['ci_low'], sign=False)}, "
                      f"{signed(c['ci_high'], sign=False)}]")

@@ -24,6 +24,7 @@ from django.utils import timezone
 from evaluations.bulk import insert_rows
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
+from evaluations.evaluators.promptfoo_test import TEST_CRITERION, SuiteDefaults, suite_defaults, test_verdict
 from evaluations.evaluators.runnable import NOT_RUNNABLE, is_custom_uipath, not_runnable_reason
 from evaluations.interop.base import gc_paused
 from evaluations.models import (
@@ -144,7 +145,7 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
         queue.batch_yield(run_id, batch_id, first_pk)
         return 0
     config = EvalConfig.model_validate(run.config)
-    evaluators = _build_evaluators(config)
+    evaluators = _scoring(run, config)
     # uploaded outputs, and outputs made from received traces, are stored on the results already
     target = _build_target(run) if run.target_kind not in STORED_OUTPUTS else None
     pending = list(
@@ -237,6 +238,25 @@ class _LeaseKeeper:
         self._thread.join(timeout=30)
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """What scores a run's cases: its built criteria, every criterion its config names (enabled
+    or not), and for a promptfoo suite its `defaultTest` (a test's verdict follows promptfoo's
+    rule: evaluators/promptfoo_test.py)."""
+
+    evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]]
+    named: frozenset[str] = frozenset()
+    suite: SuiteDefaults | None = None  # None: no promptfoo criterion in the config
+
+
+def _scoring(run: Run, config: EvalConfig) -> Scoring:
+    named = frozenset(config.criteria)
+    suite = None
+    if any((c.evaluator or name).startswith("promptfoo_") for name, c in config.criteria.items()):
+        suite = suite_defaults(run.evalset_version.metadata)
+    return Scoring(_build_evaluators(config), named, suite)
+
+
 def _build_evaluators(config: EvalConfig) -> dict[str, tuple[Evaluator | None, CriterionConfig, str]]:
     built: dict[str, tuple[Evaluator | None, CriterionConfig, str]] = {}
     for criterion, criterion_config in config.criteria.items():
@@ -285,8 +305,7 @@ def _chunk_floor(target: Any) -> int:
     return max(1, min(CHUNK, concurrency if isinstance(concurrency, int) else 1))
 
 
-def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],
-               target: Any) -> int:
+def _run_chunk(run: Run, pks: list[int], evaluators: Scoring, target: Any) -> int:
     results = load_pending(pks, with_output=target is None)
     if not results:
         return 0
@@ -314,10 +333,9 @@ def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator |
     return _write(run, evaluated, store_outputs=target is not None)
 
 
-def _score_case(case: NativeCase, output: AgentOutput,
-                evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]]) -> list[ScoreResult]:
+def _score_case(case: NativeCase, output: AgentOutput, scoring: Scoring) -> list[ScoreResult]:
     scores: list[ScoreResult] = []
-    for criterion, (evaluator, config, build_error) in evaluators.items():
+    for criterion, (evaluator, config, build_error) in scoring.evaluators.items():
         if evaluator is None:
             scores.append(ScoreResult(criterion=criterion, score=None, passed=None, error=build_error))
             continue
@@ -327,19 +345,37 @@ def _score_case(case: NativeCase, output: AgentOutput,
             log.exception("evaluator %s failed on %s", criterion, case.eval_id)
             scores.append(ScoreResult(criterion=criterion, score=None, passed=None,
                                       error=f"{type(exc).__name__}: {exc}"))
+    if scoring.suite is not None:
+        scores.extend(test_verdict(case, output, scores, run_criteria=scoring.named, suite=scoring.suite))
     return scores
 
 
+_NO_VERDICT = (CaseResult.Status.NOT_RUNNABLE, CaseResult.Status.NOT_FULLY_SCORED)
+
+
 def _status(output: AgentOutput, scores: list[ScoreResult]) -> str:
-    runnable = [s for s in scores if not s.error.startswith(NOT_RUNNABLE)]
-    if scores and not runnable and not output.error:
-        return CaseResult.Status.NOT_RUNNABLE  # every criterion is: the reason is on each score
-    scores = runnable  # a criterion that cannot run here does not make the case an error
-    if output.error or any(t.error for t in output.turns) or any(s.error for s in scores):
+    """A case is passed only when every criterion that applies to it was scored and passed:
+
+    - the agent errored (or a turn did): error;
+    - every criterion is not runnable here: not_runnable (the reason is on each score);
+    - a promptfoo test: its test-level verdict (`promptfoo_test`, promptfoo's rule with the
+      test's threshold and weights), where None is not fully scored;
+    - else a conversation-level score failed: failed; a criterion was not scored (not runnable,
+      or its evaluator errored: the run's notices say which and why): not fully scored;
+      otherwise passed."""
+    if output.error or any(t.error for t in output.turns):
         return CaseResult.Status.ERROR
+    if scores and all(s.error.startswith(NOT_RUNNABLE) for s in scores):
+        return CaseResult.Status.NOT_RUNNABLE
+    verdict = next((s for s in scores if s.criterion == TEST_CRITERION and s.turn_index == -1), None)
+    if verdict is not None:
+        return {True: CaseResult.Status.PASSED, False: CaseResult.Status.FAILED}.get(
+            verdict.passed, CaseResult.Status.NOT_FULLY_SCORED)  # type: ignore[arg-type]
     top = [s for s in scores if s.applies_to == Level.CONVERSATION]
-    if any(s.passed is False for s in top):
+    if any(s.passed is False and not s.error for s in top):
         return CaseResult.Status.FAILED
+    if any(s.error for s in scores):
+        return CaseResult.Status.NOT_FULLY_SCORED
     return CaseResult.Status.PASSED
 
 
@@ -366,7 +402,11 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
     for result, output, scores in evaluated:
         status = _status(output, scores)
         usage = output.usage()
-        result_row = (status, output.error or next((s.error for s in scores if s.error), ""),
+        # the agent's error; else, for a case without a verdict, why (a criterion's error stays
+        # on its score too, and the run's notices count them)
+        error = output.error or next((t.error for t in output.turns if t.error), "") or (
+            next((s.error for s in scores if s.error), "") if status in _NO_VERDICT else "")
+        result_row = (status, error,
                       output.total_latency(), usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
                       dumps(output.model_dump(mode="json", exclude_defaults=True)) if store_outputs else None)
         score_rows = [
@@ -403,6 +443,7 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
             cases_not_runnable=F("cases_not_runnable") + not_runnable,
             cases_failed=F("cases_failed") + statuses.count(CaseResult.Status.FAILED),
             cases_errored=F("cases_errored") + statuses.count(CaseResult.Status.ERROR),
+            cases_unscored=F("cases_unscored") + statuses.count(CaseResult.Status.NOT_FULLY_SCORED),
             heartbeat_at=now,
         )
     return len(prepared)
