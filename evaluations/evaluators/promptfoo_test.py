@@ -173,7 +173,7 @@ def suite_defaults(evalset_metadata: dict[str, Any] | None) -> SuiteDefaults:
     return SuiteDefaults(default.get("threshold"), default.get("assertScoringFunction") is not None)
 
 
-def test_verdict(case: EvalCase, output: AgentOutput, scores: list[ScoreResult], *,
+def verdict_scores(case: EvalCase, output: AgentOutput, scores: list[ScoreResult], *,
                  run_criteria: frozenset[str] | set[str], suite: SuiteDefaults | None = None) -> list[ScoreResult]:
     """The test-level score (criterion `promptfoo_test`, last) of a promptfoo case, its `passed`
     the verdict (None: not fully scored), after a "not runnable" score for each assertion that

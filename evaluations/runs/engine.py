@@ -24,7 +24,7 @@ from django.utils import timezone
 from evaluations.bulk import insert_rows
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
-from evaluations.evaluators.promptfoo_test import TEST_CRITERION, SuiteDefaults, suite_defaults, test_verdict
+from evaluations.evaluators.promptfoo_test import TEST_CRITERION, SuiteDefaults, suite_defaults, verdict_scores
 from evaluations.evaluators.runnable import NOT_RUNNABLE, is_custom_uipath, not_runnable_reason
 from evaluations.interop.base import gc_paused
 from evaluations.models import (
@@ -346,7 +346,7 @@ def _score_case(case: NativeCase, output: AgentOutput, scoring: Scoring) -> list
             scores.append(ScoreResult(criterion=criterion, score=None, passed=None,
                                       error=f"{type(exc).__name__}: {exc}"))
     if scoring.suite is not None:
-        scores.extend(test_verdict(case, output, scores, run_criteria=scoring.named, suite=scoring.suite))
+        scores.extend(verdict_scores(case, output, scores, run_criteria=scoring.named, suite=scoring.suite))
     return scores
 
 
