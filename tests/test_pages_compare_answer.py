@@ -107,7 +107,7 @@ def test_building_the_page_costs_the_same_queries_at_any_size(count: int, acme: 
     # branch two (its branches, its pinned baseline's branch); the causes: whether each run's are
     # grouped, the candidate's first ones, the baseline's of the same signatures, the baseline's
     # gone ones (five): none grows with the run
-    assert len(queries) == 22, [q["sql"][:150] for q in queries.captured_queries]
+    assert len(queries) == 23, [q["sql"][:150] for q in queries.captured_queries]
     assert f"Regressions <span class=\"muted num\">{count // 10}</span>" in page
     assert "id 1→0" in section(page, "regressed-list")  # the cause: an argument changed
     if count // 10 > 20:

@@ -206,5 +206,5 @@ def baseline_link(candidate: Run) -> BaselineLink | None:
     return BaselineLink(candidate.pk, baseline.pk, choice.reason, tuple(mismatches(baseline, candidate)),
                         regressions, improvements, None if before is None or after is None else after - before,
                         label=baseline_label(baseline_pk=baseline.pk, baseline_branch=baseline.branch,
-                                             reason=choice.reason),
+                                             reason=choice.reason, candidate_branch=candidate.branch),
                         branch_note=branch_difference(baseline, candidate))

@@ -152,4 +152,8 @@ def notices_of(run: Run) -> list[dict[str, Any]]:
     summary = run.summary if isinstance(run.summary, dict) else None
     if summary is not None and isinstance(summary.get("notices"), list):
         return summary["notices"]
+    if summary is not None and run.finished_at is not None:
+        criteria = summary.get("criteria") or {}
+        if not any(isinstance(c, dict) and c.get("errors") for c in criteria.values()):
+            return []  # an older summary says no criterion errored: nothing to count
     return criterion_notices(run)

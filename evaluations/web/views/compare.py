@@ -33,6 +33,7 @@ from evaluations.review import comparison
 from evaluations.review.baselines import baseline_choice, baseline_words, branch_difference, mismatches, reason_for
 from evaluations.review.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
 from evaluations.review.findings import Finding, findings
+from evaluations.review.notices import compared_notices
 from evaluations.review.selectors import Walk, case_link, label_of, run_label
 from evaluations.review.triage import (
     TRIAGE_COLUMNS,
@@ -46,7 +47,7 @@ from evaluations.review.triage import (
 from evaluations.review.verdict import MIN_CASES, NO_CHANGE, NOT_ENOUGH_DATA, p_shown, reproducibility_line
 from evaluations.runs import exports
 from evaluations.runs.listing import branch_stats
-from evaluations.runs.selectors import runs_visible_to
+from evaluations.runs.selectors import Notice, runs_visible_to
 from evaluations.web.charts import fmt_duration, to_html
 from evaluations.web.charts.compare import (
     DeltaBar,
@@ -64,7 +65,7 @@ BASELINE_CHOICES = 50
 CAUSE_BULK = 200  # a cause's cases its bulk forms post: as many as bulk triage takes (views/review.py)
 BODY_CACHE_SECONDS = 24 * 3600
 # Columns of a run and its eval set that the compare page's request path never reads.
-_UNREAD_FIELDS = ("target", "summary", "input_overrides", "eval_ids", "error",
+_UNREAD_FIELDS = ("target", "input_overrides", "eval_ids", "error",
                   "evalset_version__description", "evalset_version__metadata", "evalset_version__default_config",
                   "evalset_version__evaluator_config", "evalset_version__warnings", "evalset_version__tags")
 FILTERS = ("all", *STATUSES)
@@ -220,6 +221,12 @@ class ComparePage:
     improvements: tuple[Finding, ...] = ()
     causes: cause_reads.RunCauses | None = None  # the candidate's, against the baseline's
     cause: CauseFilter | None = None  # the cases table shows this cause's cases only
+    notices: tuple[Notice, ...] = ()  # criteria the candidate could not score, same or new against the baseline
+
+    @property
+    def unscored_url(self) -> str:
+        return reverse("compare") + "?" + urlencode({"baseline": self.baseline.pk, "candidate": self.candidate.pk,
+                                                     "status": comparison.UNSCORED}) + "#cases"
 
     @property
     def cause_base(self) -> str:
@@ -308,6 +315,7 @@ def compare_page(*, baseline: Run, candidate: Run, source: comparison.CaseSource
         regressions=tuple(found[comparison.REGRESSED]), improvements=tuple(found[comparison.IMPROVED]),
         causes=cause_reads.compared_causes(baseline=baseline, candidate=candidate),
         cause=_cause_filter(chosen, baseline, candidate, status, criterion) if chosen is not None else None,
+        notices=compared_notices(baseline=baseline, candidate=candidate),
     )
 
 
@@ -415,7 +423,7 @@ def compare(request: HttpRequest) -> HttpResponse:
 # it shows that can change, read in one SQL statement (below); a request that finds it costs
 # that statement and the session's and user's, and no template. Each part is text, so one
 # UNION serves both PostgreSQL and SQLite.
-PAGE_CACHE_VERSION = 2  # 2: the header names the baseline (pinned or not, what differs)
+PAGE_CACHE_VERSION = 3  # 2: the header names the baseline (pinned or not, what differs); 3: notices, issue 41
 _FINGERPRINT_SQL = """
 SELECT 'r', CAST(r.id AS TEXT), CAST(r.project_id AS TEXT), r.status, CAST(r.finished_at AS TEXT),
        r.name, r.model, r.branch, r.git_commit, CAST(e.id AS TEXT), e.name, e.eval_set_id,
