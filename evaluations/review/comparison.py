@@ -16,8 +16,11 @@ verdict).
 **Classification** (`classify`), first rule that applies:
 
 1. only in the candidate: new; only in the baseline: removed;
-2. unscored in either run: not fully scored. A criterion that could not run (a judge with no
-   model, an evaluator that raised) is the run's notice, never a regression;
+2. unscored in either run: judged on what both runs scored (`on_what_both_scored`):
+   regressed when the candidate failed only criteria that passed in the baseline, improved the
+   other way round, errored when the agent errored now; otherwise not fully scored. A
+   criterion that could not run (a judge with no model, an evaluator that raised) is the run's
+   notice, never itself a regression;
 3. mixed outcomes within either run's repeats: flaky. A case that passes sometimes is kept
    apart from new regressions: its flip may be chance, and the review should not walk
    through it as a regression;
@@ -278,6 +281,33 @@ def _sides(data: RunData) -> dict[str, _Side]:
     return sides
 
 
+def _passed(side: _Side) -> set[str]:
+    return {name for name, verdicts in side.passes.items() if verdicts and all(verdicts)}
+
+
+def _failed(side: _Side) -> set[str]:
+    return {name for name, verdicts in side.passes.items() if not all(verdicts)}
+
+
+def on_what_both_scored(before: _Side, after: _Side) -> str:
+    """A case without a verdict in one run, judged on the criteria both runs scored: regressed
+    when the candidate failed only criteria that passed in the baseline (a judge with no model
+    in both runs hides no tool-call regression), improved the other way round, errored when the
+    agent errored now; otherwise not fully scored (what failed was not scored on the other side)."""
+    was, now = case_outcome(before.outcomes), case_outcome(after.outcomes)
+    if was == NO_VERDICT and now == FAIL:
+        failing = _failed(after)
+        if failing and failing <= _passed(before):
+            return REGRESSED
+    elif was == FAIL and now == NO_VERDICT:
+        failing = _failed(before)
+        if failing and failing <= _passed(after):
+            return IMPROVED
+    elif was == NO_VERDICT and now == ERROR:
+        return ERRORED
+    return UNSCORED
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
@@ -371,6 +401,8 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
         before, after = before_sides.get(eval_id), after_sides.get(eval_id)
         status = PENDING if eval_id in pending else classify(before.outcomes if before else None,
                                                              after.outcomes if after else None)
+        if status == UNSCORED and before is not None and after is not None:
+            status = on_what_both_scored(before, after)
         rows.append((eval_id, status, before, after))
     rows.sort(key=lambda row: (SEVERITY[row[1]], row[0]))
 
