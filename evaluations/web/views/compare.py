@@ -27,7 +27,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from evaluations.converters import MAX_ID
-from evaluations.models import Run, Triage
+from evaluations.models import Membership, Run, Triage
 from evaluations.review import causes as cause_reads
 from evaluations.review import comparison
 from evaluations.review.baselines import baseline_choice, baseline_words, branch_difference, mismatches, reason_for
@@ -36,6 +36,7 @@ from evaluations.review.findings import Finding, findings
 from evaluations.review.notices import compared_notices
 from evaluations.review.selectors import Walk, case_link, label_of, run_label
 from evaluations.review.triage import (
+    ASSIGNABLE_ROLES,
     TRIAGE_COLUMNS,
     branch_decisions,
     decisions_on_branch,
@@ -188,6 +189,7 @@ class CauseFilter:
     triage_keys: tuple[str, ...]
     clear_url: str
     triage_choices: tuple[tuple[str, str], ...] = tuple(Triage.Status.choices)
+    assignees: tuple[tuple[int, str], ...] = ()  # members and admins: who the cause's cases can go to
 
 
 @dataclass(frozen=True)
@@ -327,9 +329,12 @@ def _cause_filter(chosen: Any, baseline: Run, candidate: Run, status: str, crite
     params = {"baseline": baseline.pk, "candidate": candidate.pk, "status": status}
     if criterion:
         params["criterion"] = criterion
+    assignees = tuple(Membership.objects.filter(project_id=candidate.project_id, role__in=ASSIGNABLE_ROLES,
+                                                user__is_active=True).order_by("user__username")
+                      .values_list("user_id", "user__username")) if of_candidate else ()
     return CauseFilter(chosen.pk, chosen.signature, of_candidate, eval_ids if of_candidate else (),
                        tuple(f"{candidate.pk}:{baseline.pk}:{e}" for e in eval_ids) if of_candidate else (),
-                       reverse("compare") + "?" + urlencode(params) + "#cases")
+                       reverse("compare") + "?" + urlencode(params) + "#cases", assignees=assignees)
 
 
 def _scatter(source: comparison.CaseSource, criterion: str, candidate: Run, walk: Walk) -> str:
