@@ -546,6 +546,24 @@ def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) ->
     return body
 
 
+RUN_COLUMNS = ("baseline_run", "baseline_branch", "baseline_evalset_version",
+               "candidate_run", "candidate_branch", "candidate_evalset_version")
+
+
+def _with_runs(rows: Any, baseline: Run, candidate: Run) -> Any:
+    """The two runs, their branches and eval-set versions as the last columns of every row, so a
+    downloaded comparison says what it compared wherever it goes."""
+    iterator = iter(rows)
+    header = next(iterator, None)
+    if header is None:
+        return
+    yield [*header, *RUN_COLUMNS]
+    said = [baseline.pk, baseline.branch, baseline.evalset_version.number,
+            candidate.pk, candidate.branch, candidate.evalset_version.number]
+    for row in iterator:
+        yield [*row, *said]
+
+
 @login_required
 @require_GET
 def compare_csv(request: HttpRequest) -> StreamingHttpResponse:
@@ -567,7 +585,7 @@ def compare_csv(request: HttpRequest) -> StreamingHttpResponse:
             t = decided.get(row[0])
             yield [*row, *triage_cells(t, comments.get(t.pk) if t is not None else None)]
 
-    lines: Any = with_triage()
+    lines: Any = _with_runs(with_triage(), baseline, candidate)
     if candidate.is_finished:  # a last column: the candidate's causes of the case
         lines = cause_reads.with_causes_column(lines, candidate)
     response = StreamingHttpResponse(exports.csv_lines(lines), content_type="text/csv; charset=utf-8")
