@@ -136,7 +136,8 @@ def _counted(assertion: Any) -> bool:
 def _set_part(assertion: dict[str, Any], output: AgentOutput, variables: dict[str, Any],
               called: set[str]) -> Part:
     """An assert-set: its own assertions computed here (they have no criterion of their own)."""
-    children = assertion.get("assert") if isinstance(assertion.get("assert"), list) else []
+    raw = assertion.get("assert")
+    children: list[Any] = raw if isinstance(raw, list) else []
     parts = []
     value = output_of(output)
     for child in children:
@@ -153,8 +154,8 @@ def _set_part(assertion: dict[str, Any], output: AgentOutput, variables: dict[st
         parts.append(_known(child, passed, score, reason))
     inner = aggregate(parts, numeric(assertion.get("threshold")))
     weight, _ = weight_of(assertion)  # a set's weight 0 is not a forced pass
-    passed = {PASS: True, FAIL: False}.get(inner.outcome)
-    return Part(weight, inner.low, inner.high, passed, inner.incomplete, inner.reason)
+    verdict: bool | None = {PASS: True, FAIL: False}.get(inner.outcome)
+    return Part(weight, inner.low, inner.high, verdict, inner.incomplete, inner.reason)
 
 
 @dataclass(frozen=True)
@@ -190,8 +191,9 @@ def verdict_scores(case: EvalCase, output: AgentOutput, scores: list[ScoreResult
     keys = [key for key, value in case.criteria.items() if key.startswith("promptfoo_") and isinstance(value, dict)]
     if not any(key in run_criteria for key in keys):
         return []
-    test = meta.get("test") if isinstance(meta.get("test"), dict) else {}
-    variables = meta.get("vars") if isinstance(meta.get("vars"), dict) else {}
+    raw_test, raw_vars = meta.get("test"), meta.get("vars")
+    test: dict[str, Any] = raw_test if isinstance(raw_test, dict) else {}
+    variables: dict[str, Any] = raw_vars if isinstance(raw_vars, dict) else {}
     suite = suite or SuiteDefaults()
     raw_threshold = test["threshold"] if test.get("threshold") is not None else suite.threshold
     threshold = numeric(raw_threshold)

@@ -77,98 +77,47 @@ from evaluations.models import (
 from evaluations.paging import Counted
 from evaluations.review import verdict as verdicts
 from evaluations.review.baselines import baseline_for
-from evaluations.review.statistics import (
-    CONFIDENCE as CONFIDENCE,
-)
-from evaluations.review.statistics import (
-    ERROR as ERROR,
-)
-from evaluations.review.statistics import (
-    ERRORED as ERRORED,
-)
-from evaluations.review.statistics import (
-    FAIL as FAIL,
-)
-from evaluations.review.statistics import (
-    FLAKY as FLAKY,
-)
-from evaluations.review.statistics import (
-    IMPROVED as IMPROVED,
-)
-from evaluations.review.statistics import (
-    MINUS as MINUS,
-)
-from evaluations.review.statistics import (
-    MIXED as MIXED,
-)
-from evaluations.review.statistics import (
-    NEW as NEW,
-)
-from evaluations.review.statistics import (
-    NO_VERDICT as NO_VERDICT,
-)
-from evaluations.review.statistics import (
-    PASS as PASS,
-)
-from evaluations.review.statistics import (
-    PENDING as PENDING,
-)
-from evaluations.review.statistics import (
-    REGRESSED as REGRESSED,
-)
-from evaluations.review.statistics import (
-    REMOVED as REMOVED,
-)
-from evaluations.review.statistics import (
-    RESAMPLES as RESAMPLES,
-)
-from evaluations.review.statistics import (
-    SEED as SEED,
-)
-from evaluations.review.statistics import (
-    SEVERITY as SEVERITY,
-)
-from evaluations.review.statistics import (
-    SIGNIFICANCE as SIGNIFICANCE,
-)
-from evaluations.review.statistics import (
-    STATUSES as STATUSES,
-)
-from evaluations.review.statistics import (
-    UNCHANGED_FAIL as UNCHANGED_FAIL,
-)
-from evaluations.review.statistics import (
-    UNCHANGED_PASS as UNCHANGED_PASS,
-)
-from evaluations.review.statistics import (
-    UNSCORED as UNSCORED,
-)
-from evaluations.review.statistics import (
-    StatusStyle as StatusStyle,
-)
-from evaluations.review.statistics import (  # re-exported (`X as X`): the comparison's vocabulary
-    bootstrap_mean_ci as bootstrap_mean_ci,
-)
-from evaluations.review.statistics import (
-    bootstrap_means as bootstrap_means,
-)
-from evaluations.review.statistics import (
-    case_outcome as case_outcome,
-)
-from evaluations.review.statistics import (
-    classify as classify,
-)
-from evaluations.review.statistics import (
-    mcnemar_exact_p as mcnemar_exact_p,
-)
-from evaluations.review.statistics import (
-    percentile as percentile,
-)
-from evaluations.review.statistics import (
-    result_outcome as result_outcome,
+from evaluations.review.statistics import (  # re-exported: the comparison's vocabulary
+    CONFIDENCE,
+    ERROR,
+    ERRORED,
+    FAIL,
+    FLAKY,
+    IMPROVED,
+    MINUS,
+    MIXED,
+    NEW,
+    NO_VERDICT,
+    PASS,
+    PENDING,
+    REGRESSED,
+    REMOVED,
+    RESAMPLES,
+    SEED,
+    SEVERITY,
+    SIGNIFICANCE,
+    STATUSES,
+    UNCHANGED_FAIL,
+    UNCHANGED_PASS,
+    UNSCORED,
+    StatusStyle,
+    bootstrap_mean_ci,
+    bootstrap_means,
+    case_outcome,
+    classify,
+    mcnemar_exact_p,
+    percentile,
+    result_outcome,
 )
 
 logger = logging.getLogger(__name__)
+
+__all__ = [  # what other modules read of the statistics through this one
+    "CONFIDENCE", "ERROR", "ERRORED", "FAIL", "FLAKY", "IMPROVED", "MINUS", "MIXED", "NEW", "NO_VERDICT",
+    "PASS", "PENDING", "REGRESSED", "REMOVED", "RESAMPLES", "SEED", "SEVERITY", "SIGNIFICANCE", "STATUSES",
+    "UNCHANGED_FAIL", "UNCHANGED_PASS", "UNSCORED", "StatusStyle", "bootstrap_mean_ci", "bootstrap_means",
+    "case_outcome", "classify", "mcnemar_exact_p", "percentile", "result_outcome"
+]
 
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
 # version are recomputed on their next view.
