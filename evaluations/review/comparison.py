@@ -230,6 +230,10 @@ def _sides(data: RunData) -> dict[str, _Side]:
     return sides
 
 
+def _scored(side: _Side) -> set[str]:
+    return {name for name, verdicts in side.passes.items() if verdicts}
+
+
 def _passed(side: _Side) -> set[str]:
     return {name for name, verdicts in side.passes.items() if verdicts and all(verdicts)}
 
@@ -382,10 +386,16 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
 
     counts = {key: sum(1 for case in cases if case["s"] == key) for key in STATUSES}
     verdicts.within_header(criteria, counts)
+    # The cases the overall verdict is over: both runs judged them, on the criteria both scored
+    # (a case not fully scored in a run still counts where those criteria agree).
+    judged = sum(1 for _, status, before, after in rows
+                 if status not in (NEW, REMOVED, PENDING) and before is not None and after is not None
+                 and (status != UNSCORED or bool(_scored(before) & _scored(after))))
     before_latency, after_latency = _latency(baseline), _latency(candidate)
     return {
         "version": SUMMARY_VERSION,
         "counts": counts,
+        "judged": judged,
         "cases": cases,
         "criteria": criteria,
         "points": points,
@@ -846,7 +856,7 @@ def headline(summary: dict[str, Any]) -> str:
                      f"{signed(c['ci_high'], sign=False)}]")
     # One wording for the one question "is the overall change real?" (evaluations.review.verdict);
     # whether each case's flip reproduces is said beside the case.
-    parts.append(verdicts.overall(counts, total_of(summary)))
+    parts.append(verdicts.overall(counts, total_of(summary), summary.get("judged")))
     delta_p95 = summary["latency"]["delta_p95"]
     if delta_p95 is not None:
         parts.append(f"p95 latency {signed_seconds(delta_p95)}")

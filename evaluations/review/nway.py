@@ -323,6 +323,7 @@ def answer(summary: NwaySummary) -> str:
     worse: dict[int, list[str]] = {}
     quiet: list[str] = []
     few: list[str] = []
+    unscored: list[str] = []  # no run has a score: the runs' notices say why
     for line in summary.criteria:
         index = line.best_index
         if index is not None:
@@ -331,7 +332,9 @@ def answer(summary: NwaySummary) -> str:
         for pk, cell in tested:
             if cell.significant and (cell.delta or 0) < 0 and not (index is not None and runs[index] == reference):
                 worse.setdefault(pk, []).append(line.name)
-        if index is None and not any(cell.significant for _, cell in tested):
+        if not any(cell.mean and cell.mean.mean is not None for cell in line.cells):
+            unscored.append(line.name)
+        elif index is None and not any(cell.significant for _, cell in tested):
             if tested and all(cell.delta is None or cell.too_few for _, cell in tested):
                 few.append(line.name)
             else:
@@ -342,6 +345,8 @@ def answer(summary: NwaySummary) -> str:
         parts.append(f"no run differs from the reference #{reference} beyond chance on {_names(quiet)}")
     if few:
         parts.append(f"too few cases to call {_names(few)} ({verdicts.MIN_CASES} or more paired cases needed)")
+    if unscored:
+        parts.append(f"{_names(unscored)} not scored in any run")
     tests = len(runs) - 1
     return " · ".join(parts) + (f" (exact McNemar against #{reference}, Holm-corrected over {tests} "
                                 f"test{'' if tests == 1 else 's'} per criterion)")
@@ -483,6 +488,10 @@ class MatrixRow:
     cells: list[MatrixCell]
 
 
+# a case the agent answered (a not fully scored one's error is a criterion's, not the agent's)
+_ANSWERED = (CaseResult.Status.PASSED, CaseResult.Status.NOT_FULLY_SCORED)
+
+
 def matrix_count(run_ids: Sequence[int]) -> int:
     return _grouped(run_ids).count()
 
@@ -532,7 +541,7 @@ def matrix_rows(run_ids: Sequence[int], *, sort: str, criterion: str, offset: in
                 line = f"failing call: {failing[first['pk']]}"
             elif first["status"] == CaseResult.Status.FAILED and first["first_call"]:
                 line = "call: " + call_line(first["first_call"])
-            elif first["status"] == CaseResult.Status.PASSED or not first["error"]:
+            elif first["status"] in _ANSWERED or not first["error"]:
                 line = one_line(first["response"])
             else:
                 line = one_line(first["error"])

@@ -137,17 +137,18 @@ def _round(n: int) -> int:
 
 
 def judged_pairs(counts: dict[str, int], total: int) -> int:
-    """The cases both runs judged: neither only in one run, nor pending, nor without a verdict."""
+    """The cases both runs judged: neither only in one run, nor pending, nor without a verdict
+    (a comparison's summary counts, in `judged`, those judged on the criteria both runs scored)."""
     return total - sum(counts.get(key, 0) for key in (NEW, REMOVED, PENDING, UNSCORED))
 
 
-def overall(counts: dict[str, int], total: int) -> str:
+def overall(counts: dict[str, int], total: int, judged: int | None = None) -> str:
     """The overall significance in words (question 2), in the criterion rows' wording: below
     `MIN_CASES` judged cases "too few cases to call (n = 5; 6 or more needed)", as a row with
     as few says it; otherwise "not distinguishable from chance across n cases", with how many
     cases the same share of flips would need."""
     b, c = counts.get(REGRESSED, 0), counts.get(IMPROVED, 0)
-    n = judged_pairs(counts, total)
+    n = judged if judged is not None else judged_pairs(counts, total)
     if b + c == 0:
         return "no case changed outcome"
     p = mcnemar_exact_p(b, c)
