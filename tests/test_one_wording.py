@@ -73,6 +73,8 @@ def test_the_trend_says_since_the_same_run_for_a_cause_and_its_case(acme: Projec
     order = next(row for row in table.split('data-testid="failing-row"')[1:] if "order_status" in row)
     assert f"since #{started.pk}" in text(order)
     assert "Failing on main" in text(table)
+    api = alice_client.get(f"/api/v1/evalsets/{version.evalset_id}/trend/").json()
+    assert next(c for c in api["cases"] if c["eval_id"] == "order_status")["failing_since"] == started.pk
 
 
 @pytest.mark.parametrize(("count", "wrong", "said"), [

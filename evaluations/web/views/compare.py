@@ -579,13 +579,13 @@ def compare_csv(request: HttpRequest) -> StreamingHttpResponse:
     decided, comments = branch_decisions(evalset_id=candidate.evalset_version.evalset_id, branch=candidate.branch)
 
     def with_triage() -> Any:  # each case's decision on the candidate's branch and its last comment
-        rows = iter(comparison.csv_rows(summary, cases))
+        rows = iter(_with_runs(comparison.csv_rows(summary, cases), baseline, candidate))
         yield [*next(rows), *TRIAGE_COLUMNS]
         for row in rows:
             t = decided.get(row[0])
             yield [*row, *triage_cells(t, comments.get(t.pk) if t is not None else None)]
 
-    lines: Any = _with_runs(with_triage(), baseline, candidate)
+    lines: Any = with_triage()
     if candidate.is_finished:  # a last column: the candidate's causes of the case
         lines = cause_reads.with_causes_column(lines, candidate)
     response = StreamingHttpResponse(exports.csv_lines(lines), content_type="text/csv; charset=utf-8")

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET
 from evaluations.models import CaseResult, EvalCase, EvalSet, Run
 from evaluations.review import comparison
 from evaluations.review.causes import causes_since
-from evaluations.review.selectors import FAILING, TREND_RUNS, first_failing, run_label
+from evaluations.review.selectors import TREND_RUNS, branch_streak, run_label
 from evaluations.web.charts import to_html
 from evaluations.web.charts.compare import HeatmapRow, TrendPoint, case_heatmap, latency_trend, pass_rate_trend
 from evaluations.web.charts.svg import to_svg
@@ -172,8 +172,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
     on_branch = [i for i, run in enumerate(runs) if run.branch == branch]
     for eval_id in shown:
         cells = [comparison.case_outcome(outcomes.get((eval_id, run_id), [])) or "none" for run_id in run_ids]
-        streak = first_failing([cells[i] for i in on_branch])
-        since = on_branch[streak] if streak is not None else None
+        since, runs_failing = branch_streak(cells, [run.branch for run in runs])
         urls = [cell_url(run_id, first_pk.get((eval_id, run_id)), run_ids[i - 1] if i else None)
                 for i, run_id in enumerate(run_ids)]
         rows.append(HeatmapRow(eval_id, cells, since, urls))
@@ -186,9 +185,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
                 url = reverse("run_case", args=[run.pk, result_pk])
                 if before is not None:
                     url += f"?baseline={before.pk}&status=all"
-            failing.append(FailingCase(eval_id, labels[position[run.pk]], url,
-                                       sum(1 for i in on_branch if i >= since and cells[i] in FAILING), urls[-1],
-                                       run.pk))
+            failing.append(FailingCase(eval_id, labels[position[run.pk]], url, runs_failing, urls[-1], run.pk))
     paginated.object_list = shown
     changes = _version_changes(evalset, runs, labels)
     return TrendPage(
