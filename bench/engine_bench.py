@@ -100,13 +100,13 @@ def measure_floor(evalset: dict, raw_outputs: list[dict], db_path: Path) -> floa
     """The floor (see the module docstring), in seconds."""
     import sqlite3
 
-    from evaluations.runs.engine import _build_evaluators, _score_case
+    from evaluations.runs.engine import Scoring, _build_evaluators, _score_case
     from evaluations.schemas.evalset import EvalCase, EvalConfig
     from evaluations.schemas.outputs import AgentOutput
 
     cases = [EvalCase.model_validate(c) for c in evalset["eval_cases"]]
     outputs = [AgentOutput.model_validate(o) for o in raw_outputs]
-    evaluators = _build_evaluators(EvalConfig.model_validate({"criteria": CRITERIA}))
+    evaluators = Scoring(_build_evaluators(EvalConfig.model_validate({"criteria": CRITERIA})))
     _score_case(cases[0], outputs[0], evaluators)  # imports, untimed
     con = sqlite3.connect(db_path)
     con.execute("PRAGMA journal_mode=WAL")

@@ -425,7 +425,7 @@ SPECTACULAR_SETTINGS = {
         "TriageStatusEnum": "evaluations.models.Triage.Status",
         "RoleEnum": "evaluations.models.Membership.Role",
         "LevelEnum": "evaluations.models.Score.Level",
-        "CaseOutcomeEnum": ["pass", "fail", "error", "mixed"],  # a case over its repeats (comparison.py)
+        "CaseOutcomeEnum": ["pass", "fail", "error", "mixed", "unscored"],  # a case over its repeats (comparison.py)
         "GradeVerdictEnum": ["pass", "fail"],  # a person's grade (review/grades.py)
     },
 }

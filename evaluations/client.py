@@ -75,7 +75,7 @@ TOKEN_ENV = "EVALSITE_TOKEN"
 CREATE_RETRY_PAUSES = (1.0, 2.0, 4.0)  # seconds between the tries of a creating request (`Client.create`)
 # Results that are not a pass: what `RunResult.failures` lists (not_runnable cases need a
 # user simulator; they are reported, never counted as failures).
-FAILED_STATUSES = ("failed", "error", "missing")
+FAILED_STATUSES = ("failed", "error", "missing", "not_fully_scored")
 PROBLEMS_SHOWN = 10
 EXCERPT = 240
 
@@ -149,6 +149,9 @@ class Run:
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     # What `wait` compares the finished run with: a run id, "pinned", or None (no comparison).
     baseline: int | str | None = None
+    # Cases with a criterion the server could not score (and none failed): never passed. 0 from
+    # a server older than this field.
+    cases_unscored: int = 0
 
     @property
     def finished(self) -> bool:
@@ -161,12 +164,18 @@ class Run:
 
     @property
     def cases_passed(self) -> int:
-        return self.cases_done - self.cases_failed - self.cases_errored
+        return self.cases_done - self.cases_failed - self.cases_errored - self.cases_unscored
+
+    @property
+    def notices(self) -> list[dict[str, Any]]:
+        """The criteria the run could not score: which, why, on how many cases."""
+        found = (self.summary or {}).get("notices")
+        return [n for n in found if isinstance(n, dict)] if isinstance(found, list) else []
 
     @property
     def thresholds_met(self) -> bool:
         return (self.status == "completed" and self.cases_failed == 0 and self.cases_errored == 0
-                and self.cases_missing == 0)
+                and self.cases_missing == 0 and self.cases_unscored == 0)
 
 
 def threshold_text(threshold: Mapping[str, Any] | None) -> str:
@@ -294,6 +303,31 @@ class CaseFailure:
 CAUSES_SHOWN = 5
 
 
+def notice_text(notice: Mapping[str, Any]) -> str:
+    """`trajectory_judge could not run on 10 cases: ...`, and how the baseline compares: the
+    pages' wording of a run's notice (its `text`, from a server that sends it)."""
+    said = notice.get("text")
+    if not isinstance(said, str) or not said:
+        cases = int(notice.get("cases") or 0)
+        verb = "could not run" if notice.get("kind") == "not_runnable" else "errored"
+        said = f"{notice.get('criterion')} {verb} on {cases} case{'' if cases == 1 else 's'}: {notice.get('reason')}"
+    if notice.get("on_baseline") == "same":
+        was = int(notice.get("baseline_cases") or 0)
+        said += f" (the same on the baseline: {was} case{'' if was == 1 else 's'})"
+    elif notice.get("on_baseline") == "new":
+        said += " (new: not on the baseline)"
+    return said
+
+
+def notice_lines(notices: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """The criteria a run could not score, under one heading: its set-up, not a failure of
+    the agent (those cases are "not fully scored")."""
+    if not notices:
+        return []
+    return [f"not scored ({len(notices)} criteri{'on' if len(notices) == 1 else 'a'}; those cases are not fully "
+            "scored, never passed):", *(f"  {notice_text(n)}" for n in notices)]
+
+
 def cause_lines(causes: Mapping[str, Any] | None, shown: int = CAUSES_SHOWN) -> list[str]:
     """The candidate's top causes, one line each: how many cases, the cause, and how it moved
     against the baseline ("  12 cases  missing search_flights  (new)")."""
@@ -386,7 +420,9 @@ class Comparison:
 
     def lines(self) -> list[str]:
         gate = self.raw["gate"]
-        return [f"vs baseline run {self.baseline_id}: {self.headline}", *cause_lines(self.raw.get("causes")),
+        named = (self.raw.get("baseline_named") or {}).get("text") or f"vs baseline run {self.baseline_id}"
+        return [f"{named}: {self.headline}", *cause_lines(self.raw.get("causes")),
+                *notice_lines(self.raw.get("notices")),
                 f"  regression gate: {'FAILED' if gate['regressed'] else 'passed'} ({gate['reason']})",
                 *self.regression_lines(), f"  compare: {self.compare_url}"]
 
@@ -410,7 +446,7 @@ class RunResult:
 
     @property
     def failure_count(self) -> int:
-        return self.run.cases_failed + self.run.cases_errored + self.run.cases_missing
+        return self.run.cases_failed + self.run.cases_errored + self.run.cases_missing + self.run.cases_unscored
 
     @property
     def passed(self) -> bool:
@@ -421,7 +457,9 @@ class RunResult:
         lines = [f"evalsite run {run.id}" + (f" ({run.name})" if run.name else "")
                  + f": {'PASSED' if self.passed else 'FAILED'} ({run.status})",
                  f"  {run.cases_total} results: {run.cases_passed} passed, {run.cases_failed} failed, "
-                 f"{run.cases_errored} errored, {run.cases_missing} missing, {run.cases_not_runnable} not runnable"]
+                 f"{run.cases_unscored} not fully scored, {run.cases_errored} errored, {run.cases_missing} missing, "
+                 f"{run.cases_not_runnable} not runnable"]
+        lines.extend("  " + line for line in notice_lines(run.notices))
         for name, stats in ((run.summary or {}).get("criteria") or {}).items():
             rate = stats.get("pass_rate")
             mean = stats.get("mean")
@@ -658,7 +696,8 @@ class Client:
                    cases_total=data["cases_total"], cases_done=data["cases_done"], cases_failed=data["cases_failed"],
                    cases_errored=data["cases_errored"], cases_missing=data["cases_missing"],
                    cases_not_runnable=data["cases_not_runnable"], summary=data.get("summary"),
-                   url=self.url(f"/runs/{data['id']}/"), raw=dict(data))
+                   url=self.url(f"/runs/{data['id']}/"), raw=dict(data),
+                   cases_unscored=int(data.get("cases_unscored") or 0))
 
     def wait(self, run: RunRef, timeout: float = 600.0, poll: float = 1.0,
              progress_callback: Callable[[Run], None] | None = None, *, max_failures: int = 20) -> RunResult:
@@ -825,13 +864,16 @@ def _xml(text: Any) -> str:
 
 def junit_xml(results: Iterable[Mapping[str, Any]], *, suite: str, run_id: int, run_url: str = "",
               compare_url: str = "", iterations: int = 1, criteria: Sequence[str] = (),
-              causes: Sequence[Mapping[str, Any]] = ()) -> bytes:
+              causes: Sequence[Mapping[str, Any]] = (), notices: Sequence[Mapping[str, Any]] = ()) -> bytes:
     """JUnit XML of a run's results (the API's result shape, scores included): one test
     case per eval case and criterion, named after the criterion, in class `suite/eval_id`;
-    the comparison's top `causes` are properties (`cause_1`, ...).
-    A score below its threshold is a failure carrying the justification; an evaluator error
-    is an error. A case the agent errored on (or had no output for) has no scores: it is an
-    error under each of the run's `criteria`; a case that needs a user simulator is skipped."""
+    the comparison's top `causes` are properties (`cause_1`, ...), and so are the run's
+    `notices` (`notice_1`, ...: a criterion it could not score, why, on how many cases).
+    A score below its threshold is a failure carrying the justification; a criterion that
+    could not be scored (not runnable, or its evaluator errored) is skipped with the reason:
+    the run's set-up, said once in the notices, not the agent's error. A case the agent errored
+    on (or had no output for) has no scores: it is an error under each of the run's `criteria`;
+    a case that needs a user simulator is skipped."""
     root = ET.Element("testsuites", name="evalsite")
     suite_el = ET.SubElement(root, "testsuite", name=_xml(suite))
     properties = ET.SubElement(suite_el, "properties")
@@ -842,6 +884,8 @@ def junit_xml(results: Iterable[Mapping[str, Any]], *, suite: str, run_id: int, 
         said = f"{item['signature']}: {item['cases']} case{'' if item['cases'] == 1 else 's'}"
         said += f" ({item['change']})" if item.get("change") in ("new", "grown", "shrunk") else ""
         ET.SubElement(properties, "property", name=f"cause_{number}", value=_xml(said))
+    for number, notice in enumerate(notices, start=1):
+        ET.SubElement(properties, "property", name=f"notice_{number}", value=_xml(notice_text(notice)))
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
 
     def case(classname: str, name: str) -> ET.Element:
@@ -869,9 +913,8 @@ def junit_xml(results: Iterable[Mapping[str, Any]], *, suite: str, run_id: int, 
         for check in checks:
             element = case(classname, check.criterion + suffix)
             if check.error:
-                counts["errors"] += 1
-                error = ET.SubElement(element, "error", message=_xml(_clip(check.error, 500)), type="evaluator_error")
-                error.text = _xml(check.error + (f"\n\n{link}" if link else ""))
+                counts["skipped"] += 1
+                ET.SubElement(element, "skipped", message=_xml(_clip(f"not scored: {check.error}", 500)))
             elif check.passed is False:
                 counts["failures"] += 1
                 limit = threshold_text(check.threshold)
@@ -1189,21 +1232,28 @@ def print_summary(outcome: Outcome, options: Mapping[str, Any], out: Writer) -> 
     if latency.get("count"):
         write(f"latency p50 {latency['p50']:.3f} s, p95 {latency['p95']:.3f} s, max {latency['max']:.3f} s")
     rate = summary.get("pass_rate")
-    passed = run["cases_done"] - run["cases_failed"] - run["cases_errored"]
+    unscored = int(run.get("cases_unscored") or 0)
+    passed = run["cases_done"] - run["cases_failed"] - run["cases_errored"] - unscored
     write(f"{run['status']}: {run['cases_total']} results, {passed} passed, {run['cases_failed']} failed, "
-          f"{run['cases_errored']} errored, {run['cases_missing']} missing, "
-          f"{run['cases_not_runnable']} not runnable" + (f" (pass rate {rate:.1%})" if rate is not None else ""))
+          f"{unscored} not fully scored, {run['cases_errored']} errored, {run['cases_missing']} missing, "
+          f"{run['cases_not_runnable']} not runnable"
+          + (f" (pass rate {rate:.1%} of the {passed + run['cases_failed']} passed or failed)" if rate is not None
+             else ""))
+    compared = outcome.comparison
+    notices = compared.get("notices") if compared is not None and "notices" in compared else summary.get("notices")
+    for line in notice_lines(notices if isinstance(notices, list) else []):
+        write(line)
     if outcome.failures:
-        total = run["cases_failed"] + run["cases_errored"] + run["cases_missing"]
+        total = run["cases_failed"] + run["cases_errored"] + run["cases_missing"] + unscored
         write()
         write(f"cases that did not pass ({len(outcome.failures)} of {total} shown):")
         for failure in outcome.failures:
             for line in failure.lines():
                 write("  " + line)
-    compared = outcome.comparison
     if compared is not None:
         write()
-        write(f"vs baseline run {compared['baseline']['id']}: {compared['headline']}")
+        named = (compared.get("baseline_named") or {}).get("text") or f"vs baseline run {compared['baseline']['id']}"
+        write(f"{named}: {compared['headline']}")
         for line in cause_lines(compared.get("causes")):
             write(line)
         write(f"{'cases':<16} {'baseline -> candidate':>22}")
@@ -1231,9 +1281,11 @@ def write_junit(outcome: Outcome, path: str, out: Writer) -> None:
                 if c.get("enabled", True)]
     compare_url = outcome.comparison["compare_url"] if outcome.comparison else ""
     causes = ((outcome.comparison or {}).get("causes") or {}).get("items") or []
+    compared = outcome.comparison or {}
+    notices = compared.get("notices") if "notices" in compared else (run.get("summary") or {}).get("notices")
     data = junit_xml(outcome.results(), suite=outcome.suite, run_id=run["id"], run_url=outcome.run_url,
                      compare_url=compare_url, iterations=run.get("iterations") or 1, criteria=criteria,
-                     causes=causes[:CAUSES_SHOWN])
+                     causes=causes[:CAUSES_SHOWN], notices=notices if isinstance(notices, list) else [])
     Path(path).write_bytes(data)
     _say(out, f"JUnit XML written to {path}")
 
@@ -1242,7 +1294,8 @@ def exit_code(outcome: Outcome, options: Mapping[str, Any]) -> int:
     run = outcome.run
     if run["status"] != "completed":
         return 1
-    below_threshold = run["cases_failed"] or run["cases_errored"] or run["cases_missing"]
+    below_threshold = (run["cases_failed"] or run["cases_errored"] or run["cases_missing"]
+                       or run.get("cases_unscored"))
     if below_threshold and not options["regressions_only"]:
         return 1
     compared = outcome.comparison

@@ -34,7 +34,7 @@ def test_the_summary_has_the_run_pages_numbers(alice_client: Client, run: Any) -
     assert (body["passed"], body["judged"], body["pass_rate"]) == (6, 8, pytest.approx(0.75))
     assert body["statuses"] == {"passed": 6, "failed": 2}
     assert body["progress"] == {"total": 8, "settled": 8, "done": 8, "passed": 6, "failed": 2, "errored": 0,
-                                "missing": 0, "not_runnable": 0, "percent": 100}
+                                "not_fully_scored": 0, "missing": 0, "not_runnable": 0, "percent": 100}
     assert body["latency"]["p50"] == pytest.approx(page.latency_p50)
     assert body["latency"]["p95"] == pytest.approx(page.latency_p95)
     assert body["latency"]["count"] == 8

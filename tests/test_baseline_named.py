@@ -69,7 +69,7 @@ def test_a_fallback_baseline_says_none_was_like_for_like(acme: Project) -> None:
     canary = run(acme, version, regressed_outputs(), "feat/planner")
     link = baseline_link(canary)
     assert link is not None
-    assert link.label == f"vs #{main.pk} · latest on main"
+    assert link.label == f"vs #{main.pk} · latest on main (no earlier run on feat/planner)"
     assert link.warning == "" and link.branch_note == "feat/planner compared with main"
 
 
@@ -78,7 +78,8 @@ def test_the_cached_compare_page_follows_a_new_pin(acme: Project, alice: Any, al
     first = run(acme, version, perfect_outputs(), "main")
     second = run(acme, version, regressed_outputs(), "main")
     url = reverse("compare") + f"?candidate={second.pk}&baseline={first.pk}"
-    assert f"vs #{first.pk} · main · chosen" in named(alice_client.get(url).content.decode(), "baseline-named")
-    assert f"vs #{first.pk} · main · chosen" in named(alice_client.get(url).content.decode(), "baseline-named")
+    # named in the URL, and the default baseline anyway: the default's words (issue 41)
+    assert f"vs #{first.pk} · previous on main" in named(alice_client.get(url).content.decode(), "baseline-named")
+    assert f"vs #{first.pk} · previous on main" in named(alice_client.get(url).content.decode(), "baseline-named")
     evalset_pin_baseline(evalset=version.evalset, run=first, actor=alice)  # the page is cached: no message waits
     assert f"vs #{first.pk} · main · pinned" in named(alice_client.get(url).content.decode(), "baseline-named")

@@ -328,7 +328,7 @@ def test_manage_py_eval_prints_the_top_causes_under_the_verdict_and_junit_carrie
     baseline = Run.objects.get()
     junit = tmp_path / "junit.xml"
     out = run("regressed.json", regressed_outputs(), "--baseline", str(baseline.pk), "--junit", str(junit))
-    verdict = out.index(f"vs baseline run {baseline.pk}:")
+    verdict = out.index(f"vs #{baseline.pk} · ")
     assert out.index("top causes (2 failing cases, 2 causes):") > verdict
     assert "1 case   get_weather.city differs (value)  (new)" in out
     assert "1 case   missing get_order  (new)" in out

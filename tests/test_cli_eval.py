@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -113,7 +114,7 @@ def test_a_regression_against_a_baseline_fails_with_junit_and_the_compare_link(
                            "--baseline", str(baseline.pk), "--fail-on-regression", "--junit", str(junit))
     assert code == 1, out + err
     candidate = Run.objects.exclude(pk=baseline.pk).get()
-    assert f"vs baseline run {baseline.pk}: 2 regressions, 0 improvements" in out
+    assert re.search(rf"vs #{baseline.pk} · [^:\n]*: 2 regressions, 0 improvements", out)
     assert "regressed: weather_tokyo (trajectory_match 1.000 -> 0.000)" in out
     assert "regression gate: FAILED (2 cases regressed)" in out
     assert f"compare page: /compare/?baseline={baseline.pk}&candidate={candidate.pk}" in out
@@ -165,7 +166,7 @@ def test_fail_on_regression_compares_with_the_pinned_run(tmp_path: Path, capsys:
     code, out, _ = _eval(capsys, str(DEMO), "--outputs", _write(tmp_path, "r.json", regressed_outputs()),
                          "--fail-on-regression")
     assert code == 1
-    assert f"vs baseline run {pinned.pk}: 2 regressions" in out
+    assert re.search(rf"vs #{pinned.pk} · [^:\n]*: 2 regressions", out)
 
 
 @pytest.mark.django_db
@@ -221,4 +222,4 @@ def test_baseline_default_is_the_pages_like_for_like_rule(tmp_path: Path, capsys
     code, out, _ = _eval(capsys, str(DEMO), "--outputs", _write(tmp_path, "regressed.json", regressed_outputs()),
                          "--branch", "main", "--model", "m1", "--baseline", "default", "--fail-on-regression")
     assert code == 1, out
-    assert f"vs baseline run {main.pk}: 2 regressions" in out
+    assert re.search(rf"vs #{main.pk} · [^:\n]*: 2 regressions", out)

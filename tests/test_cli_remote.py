@@ -126,7 +126,7 @@ def test_a_regressed_candidate_fails_the_build_with_junit_and_a_compare_link(ser
     candidate = _run_id(second.stdout)
     out = second.stdout
     assert "completed: 8 results, 6 passed, 2 failed" in out
-    assert f"vs baseline run {baseline}: 2 regressions, 0 improvements" in out
+    assert re.search(rf"vs #{baseline} · [^:\n]*: 2 regressions, 0 improvements", out)
     assert "regressed: weather_tokyo (trajectory_match 1.000 -> 0.000)" in out
     assert "regression gate: FAILED (2 cases regressed)" in out
     assert f"compare page: {server.url}/compare/?baseline={baseline}&candidate={candidate}" in out
@@ -252,7 +252,7 @@ def _assert_regressed(done: subprocess.CompletedProcess[str], server: Server, ba
     out = done.stdout
     assert "completed: 8 results, 6 passed, 2 failed" in out
     assert "8/8 done" in done.stderr  # progress, on stderr
-    assert f"vs baseline run {baseline}: 2 regressions, 0 improvements" in out
+    assert re.search(rf"vs #{baseline} · [^:\n]*: 2 regressions, 0 improvements", out)
     assert "regression gate: FAILED (2 cases regressed)" in out
     compare_url = f"{server.url}/compare/?baseline={baseline}&candidate={candidate}"
     assert f"compare page: {compare_url}" in out
@@ -373,7 +373,7 @@ def test_a_landed_regression_keeps_failing_the_default_baseline_gate_in_both_cli
     landed = file_cli(vendored, tmp_path, "gate_sixty", "--outputs", str(bad), "--server", server.url, *gate,
                       token=server.token)
     assert landed.returncode == 1, landed.stdout + landed.stderr
-    assert f"vs baseline run {good_run}: 27 regressions" in landed.stdout
+    assert re.search(rf"vs #{good_run} · [^:\n]*: 27 regressions", landed.stdout)
     assert "regression gate: FAILED (27 cases regressed)" in landed.stdout
     regressed_run = _run_id(landed.stdout)
 
@@ -382,7 +382,7 @@ def test_a_landed_regression_keeps_failing_the_default_baseline_gate_in_both_cli
     again = file_cli(vendored, tmp_path, "gate_sixty", "--outputs", str(bad), "--server", server.url, *gate,
                      "--junit", str(junit), token=server.token)
     assert again.returncode == 1, again.stdout + again.stderr
-    assert f"vs baseline run {regressed_run}: " in again.stdout
+    assert re.search(rf"vs #{regressed_run} · [^:\n]*: ", again.stdout)
     assert ("regression gate: FAILED (no case regressed, 27 regressions of earlier runs on main still open)"
             in again.stdout)
     assert f"still open: case_0002 (regressed in run {regressed_run} vs run {good_run}, fail here)" in again.stdout

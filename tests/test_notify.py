@@ -433,5 +433,7 @@ def test_slack_gets_the_verdict_line_linked_to_the_comparison_and_its_top_causes
     text = got.body["text"]
     compare = f"/compare/?baseline={baseline.pk}&candidate={candidate.pk}"
     assert set(got.body) == {"text"} and text.startswith("*[Acme] run #")
-    assert f"{compare}|run #{candidate.pk} (candidate) finished: 2 regressions vs #{baseline.pk}, 2 new causes" in text
+    # the branch and eval-set version travel with the verdict, the baseline named as the pages name it
+    assert (f"{compare}|run #{candidate.pk} (candidate) finished on no branch (v1): 2 regressions "
+            f"vs #{baseline.pk} · previous on no branch, 2 new causes") in text
     assert text.count(f"{compare}&cause=") == 2 and "missing get_order (new)>" in text

@@ -395,8 +395,9 @@ def test_the_query_count_does_not_grow_with_the_run(count: int, acme: Project, a
     alice_client.get(url)  # computes and stores the comparison; the session learns the project
     # the page's fingerprint (one statement), then, the page not being cached yet: session,
     # user, both runs, projects, baseline choices, and the stored comparison's stamp with the
-    # pair's triage state (the page body is cached under it)
-    with django_assert_num_queries(7):
+    # pair's triage state (the page body is cached under it), and whether the named baseline is
+    # the default one (its words then are the default's: "previous on main", not "chosen")
+    with django_assert_num_queries(8):
         built = html(alice_client.get(url))
     # now the whole page is cached under its fingerprint: session, user, fingerprint
     with django_assert_num_queries(3):

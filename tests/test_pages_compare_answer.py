@@ -72,7 +72,7 @@ def test_regressions_come_first_with_tags_failing_criteria_repeats_and_cause(acm
     assert f"/runs/{candidate.pk}/cases/" in tokyo and "status=regressed" in tokyo
     # The verdict: one wording per question.
     headline = page.split('data-testid="headline">', 1)[1].split("</p>", 1)[0]
-    assert "too few cases to call the overall change (n = 8 cases); n≈24 cases would be needed" in headline
+    assert "not distinguishable from chance across 8 cases; the same share of flips would need n≈24 cases to call" in headline
     assert "could be noise" not in headline and "likely real" not in headline
     per_case = page.split('data-testid="per-case">', 1)[1].split("</p>", 1)[0]
     assert "2 regressions reproducible: failed in every repeat" in per_case
@@ -107,7 +107,7 @@ def test_building_the_page_costs_the_same_queries_at_any_size(count: int, acme: 
     # branch two (its branches, its pinned baseline's branch); the causes: whether each run's are
     # grouped, the candidate's first ones, the baseline's of the same signatures, the baseline's
     # gone ones (five): none grows with the run
-    assert len(queries) == 22, [q["sql"][:150] for q in queries.captured_queries]
+    assert len(queries) == 23, [q["sql"][:150] for q in queries.captured_queries]
     assert f"Regressions <span class=\"muted num\">{count // 10}</span>" in page
     assert "id 1→0" in section(page, "regressed-list")  # the cause: an argument changed
     if count // 10 > 20:

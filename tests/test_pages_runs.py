@@ -185,7 +185,7 @@ def test_the_summary_cards_come_from_the_run_summary(regressed: Run, alice_clien
     assert fmt_duration(0.00079) == "790 µs" and fmt_duration(0.5) == "500 ms"
     assert "1,440" in cards  # tokens: 12 turns x 120
     assert "$0.0120" in cards
-    assert "0 errored" in cards and "0 missing" in cards and "0 not runnable" in cards
+    assert "0 errors" in cards and "0 not fully scored" in cards and "0 missing" in cards and "0 not runnable" in cards
 
 
 def test_the_per_tool_table_lists_calls_cases_and_failures(regressed: Run, alice_client: Client) -> None:
@@ -428,9 +428,9 @@ def test_the_run_page_makes_as_many_queries_for_300_cases_as_for_5(
     # session, user, run; then for the page: projects, role, the run's history (the chart
     # GROUP BYs ran once, on the first view of the finished run); then page and scores (no
     # count: an unfiltered table's count is the run's cases_total); and the default baseline
-    # (like for like, else the latest: two queries with none); and the run's causes (whether
-    # they are grouped, then the first of them).
-    expected = 5 if htmx else 12
+    # (one query: the latest earlier run, its own branch and like for like first); and the run's
+    # causes (whether they are grouped, then the first of them).
+    expected = 5 if htmx else 11
     with django_assert_num_queries(expected):
         alice_client.get(reverse("run_detail", args=[large.pk]) + "?sort=-score.trajectory_match", **headers)
 

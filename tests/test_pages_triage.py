@@ -195,12 +195,16 @@ def test_an_empty_comment_is_refused(triage: Triage, alice_client: Client) -> No
     assert not Comment.objects.exists()
 
 
-def test_the_drill_down_without_a_baseline_has_no_triage_panel(pair: tuple[Run, Run],
-                                                               alice_client: Client) -> None:
-    _, candidate = pair
+def test_the_drill_down_without_a_named_baseline_triages_against_the_default_one(
+        pair: tuple[Run, Run], alice_client: Client) -> None:
+    baseline, candidate = pair
+    # one drill-down however it is reached (issue 41): the default baseline's comparison and triage
     page = html(alice_client.get(reverse("run_case", args=[candidate.pk, result_of(candidate, "weather_tokyo").pk])))
-    assert 'id="triage-panel"' not in page
+    assert 'id="triage-panel"' in page and f"/runs/{baseline.pk}/cases/" in page
     assert 'id="triage-panel"' in html(alice_client.get(drill_url(pair)))
+    # the first run has nothing to compare with: no comparison, no triage panel
+    page = html(alice_client.get(reverse("run_case", args=[baseline.pk, result_of(baseline, "weather_tokyo").pk])))
+    assert 'id="triage-panel"' not in page
 
 
 # --- The compare page ---------------------------------------------------------------------

@@ -127,11 +127,17 @@ def test_an_evaluator_that_raises_records_an_error_and_the_run_goes_on(acme: Pro
     config = EvalConfig(criteria={"boom": CriterionConfig(evaluator="test_exploding", threshold=0.5)})
     run = _run(acme, perfect_outputs(), config=config)
     assert run.status == Run.Status.COMPLETED
-    assert run.cases_errored == 1
+    # the evaluator's failure is not the agent's: the case has no verdict, and the run a notice
+    assert (run.cases_errored, run.cases_unscored) == (0, 1)
     score = Score.objects.get(run=run, result__case__eval_id="order_status")
     assert score.score is None and "boom on purpose" in score.error
     assert run.summary["criteria"]["boom"]["errors"] == 1
     assert CaseResult.objects.filter(run=run, status="passed").count() == 7
+    assert CaseResult.objects.get(run=run, case__eval_id="order_status").status == "not_fully_scored"
+    [notice] = run.summary["notices"]
+    assert (notice["criterion"], notice["kind"], notice["cases"]) == ("boom", "evaluator_error", 1)
+    assert notice["reason"] == "RuntimeError: boom on purpose"
+    assert run.summary["not_fully_scored"] == 1 and run.summary["judged"] == 7
 
 
 @pytest.mark.django_db

@@ -42,8 +42,13 @@ def test_a_uipath_custom_evaluator_is_not_runnable_and_the_rest_is_scored(acme: 
     assert {s.error for s in custom} == {
         "not runnable: a UiPath custom evaluator (file://types/correct-operator.json): its scoring is the "
         "project's own Python class, which evalsite does not run"}
-    assert set(CaseResult.objects.filter(run=run).values_list("status", flat=True)) == {"passed"}
-    assert run.cases_errored == 0
+    # a case passes only when every enabled criterion was scored: these were not (issue 41)
+    assert set(CaseResult.objects.filter(run=run).values_list("status", flat=True)) == {"not_fully_scored"}
+    assert run.cases_errored == 0 and run.cases_unscored == run.cases_total
+    [notice] = run.summary["notices"]
+    assert (notice["criterion"], notice["kind"], notice["cases"]) == ("correct-operator", "not_runnable",
+                                                                      run.cases_total)
+    assert notice["reason"].startswith("a UiPath custom evaluator (file://types/correct-operator.json)")
 
 
 def test_an_llm_judge_without_a_judge_model_is_not_runnable_at_once(acme: Project, no_judge: None) -> None:

@@ -38,10 +38,12 @@ from rest_framework.views import APIView
 
 from evaluations.api.errors import ApiError, ErrorSerializer, problem
 from evaluations.api.serializers import CausesSerializer
+from evaluations.api.serializers.runs import NoticeSerializer
 from evaluations.converters import MAX_ID
 from evaluations.models import Run, Triage
+from evaluations.review import baselines, comparison, triage
 from evaluations.review import causes as cause_reads
-from evaluations.review import comparison, triage
+from evaluations.review.notices import compared_notices
 from evaluations.runs import selectors as selectors_runs
 
 DEFAULT_LIMIT = 100
@@ -67,7 +69,7 @@ def runs_visible_to(user: Any) -> QuerySet[Run]:
 def resolve_baseline(candidate: Run, ref: str | None, runs: QuerySet[Run]) -> Run:
     """The baseline a reference names: a run id (of the candidate's project, else a 404 from
     the caller's `runs`), `pinned` (the eval set's pinned run), or nothing (the page's
-    default: the pinned run, else the latest completed run before the candidate).
+    default: `evaluations.review.baselines`, the pinned run, else the previous one on its branch).
 
     Raises CompareError for a baseline that exists but cannot be compared."""
     evalset = candidate.evalset_version.evalset
@@ -82,8 +84,9 @@ def resolve_baseline(candidate: Run, ref: str | None, runs: QuerySet[Run]) -> Ru
     else:  # none, or DEFAULT
         found = comparison.default_baseline(candidate)
         if found is None:
-            raise CompareError("no_baseline", f"no baseline: eval set {evalset.eval_set_id!r} has no pinned run "
-                                           "and no earlier completed run")
+            raise CompareError("no_baseline", f"no baseline: eval set {evalset.eval_set_id!r} has no pinned run, "
+                                           f"no earlier completed run on {candidate.branch or 'no branch'} and "
+                                           "none on its default branch")
         baseline = found
     if baseline.pk == candidate.pk:
         raise CompareError("not_comparable", "the baseline is the candidate itself: choose another run")
@@ -222,7 +225,18 @@ def comparison_payload(*, baseline: Run, candidate: Run, alpha: float | None = N
         "compare_url": absolute(compare_path),
         "causes": causes_payload(cause_reads.compared_causes(baseline=baseline, candidate=candidate,
                                                              limit=CAUSES_LIMIT)),
+        # criteria that could not be scored: the run's set-up, said once (never a cause or a regression)
+        "notices": [n.as_dict() for n in compared_notices(baseline=baseline, candidate=candidate)],
+        "baseline_named": _named(baseline, candidate),
     }
+
+
+def _named(baseline: Run, candidate: Run) -> dict[str, str]:
+    """The baseline in the pages' words (`baselines.baseline_words`)."""
+    reason = baselines.reason_for(baseline=baseline, candidate=candidate)
+    words = baselines.baseline_words(baseline=baseline, candidate=candidate, reason=reason)
+    return {"reason": reason, "text": words.text, "warning": words.warning,
+            "branch_note": baselines.branch_difference(baseline, candidate)}
 
 
 CAUSES_LIMIT = 50
@@ -244,9 +258,9 @@ class CompareQuerySerializer(serializers.Serializer):
         r"^(\d{1,18}|pinned|default)$", required=False,
         error_messages={"invalid": "give a run id, `pinned` or `default`"},
         help_text="a run id of the same eval set, `pinned` (the eval set's pinned run) or `default` (the same as "
-                  "leaving it out): the pinned run, else the latest completed run before the candidate on the "
-                  "same branch, with the same model and eval-set version, else the latest completed run before "
-                  "it (as on the compare page)")
+                  "leaving it out): the pinned run, else the previous completed run on the candidate's branch "
+                  "(the same model and eval-set version first), else, on a branch with no earlier run, the "
+                  "latest completed run on the eval set's default branch (as on the compare page)")
     alpha = serializers.FloatField(required=False, min_value=1e-12, max_value=0.5,
                                    help_text="significance level of the regression gate (see `gate`)")
     limit = serializers.IntegerField(required=False, default=DEFAULT_LIMIT, min_value=0, max_value=MAX_LIMIT,
@@ -324,7 +338,7 @@ class ScorePairSerializer(serializers.Serializer):
     candidate = serializers.FloatField()
 
 
-OUTCOMES = [comparison.PASS, comparison.FAIL, comparison.ERROR, comparison.MIXED]
+OUTCOMES = [comparison.PASS, comparison.FAIL, comparison.ERROR, comparison.MIXED, comparison.NO_VERDICT]
 
 
 class CompareCaseSerializer(serializers.Serializer):
@@ -367,6 +381,14 @@ CountsSerializer = type("CountsSerializer", (serializers.Serializer,),
                         {key: serializers.IntegerField() for key in comparison.STATUSES})
 
 
+class BaselineNamedSerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(choices=["pinned", "previous", "previous_unlike", "default_branch", "chosen"],
+                                     help_text="why this run is the baseline (evaluations/review/baselines.py)")
+    text = serializers.CharField(help_text="`vs #12 · previous on main`, as every page says it")
+    warning = serializers.CharField(allow_blank=True, help_text="what makes the two runs unlike, or empty")
+    branch_note = serializers.CharField(allow_blank=True, help_text="`feat/x compared with main`, or empty")
+
+
 class ComparisonSerializer(serializers.Serializer):
     baseline = CompareRunSerializer()
     candidate = CompareRunSerializer()
@@ -391,6 +413,12 @@ class ComparisonSerializer(serializers.Serializer):
     causes = CausesSerializer(allow_null=True, help_text="the candidate's failures grouped by cause, each new, "
                                                          "grown, shrunk or the same against the baseline's, then "
                                                          "the baseline's that are gone; null while a run is going")
+    notices = NoticeSerializer(many=True, help_text="criteria the candidate could not score (not runnable, or "
+                                                    "their evaluator errored), each `same` or `new` against the "
+                                                    "baseline: never a cause, never counted as a regression")
+    baseline_named = BaselineNamedSerializer(help_text="the baseline in the pages' words")
+
+
 
 
 ERRORS = {

@@ -106,6 +106,12 @@ class MatrixSerializer(serializers.Serializer):
 
 
 class NwaySerializer(serializers.Serializer):
+    answer = serializers.CharField(help_text="the page's one-line answer: which run is best on what, which is worse "
+                                             "than the reference, where no run differs beyond chance (from the "
+                                             "Holm-corrected tests)")
+    differences = serializers.ListField(child=serializers.CharField(),
+                                        help_text="what makes the runs unlike, run by run: eval-set version, "
+                                                  "model, evaluation config, iterations (empty when none)")
     reference = serializers.IntegerField()
     runs = NwayRunSerializer(many=True)
     criteria = NwayCriterionSerializer(many=True)
@@ -168,6 +174,8 @@ class NwayCompareView(APIView):
                                 limit=nway.CASES_PER_PAGE)
         base = {"runs": ",".join(str(pk) for pk in run_ids), "reference": reference.pk}
         return Response({
+            "answer": nway.answer(summary),
+            "differences": nway.differences(runs),
             "reference": reference.pk,
             "runs": [{"id": c.run.pk, "label": c.label, "name": c.run.name, "model": c.run.model,
                       "branch": c.run.branch, "reference": c.is_reference, "pass_rate": c.pass_rate,

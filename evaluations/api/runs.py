@@ -79,6 +79,8 @@ from evaluations.ordering import config_in_order
 from evaluations.review.causes import run_causes
 from evaluations.runs import exports, selectors
 from evaluations.runs import services as runs
+from evaluations.runs.selectors import notice_views
+from evaluations.runs.summary import notices_of
 from evaluations.schemas.deepeval_collection import DeepEvalMetricCollection
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.outputs import AgentOutput
@@ -401,19 +403,21 @@ class RunSummary(APIView):
             "run": run.pk, "status": run.status, "final": run.is_finished,
             "progress": {"total": progress.total, "settled": progress.settled, "done": progress.done,
                          "passed": progress.passed, "failed": progress.failed, "errored": progress.errored,
-                         "missing": progress.missing, "not_runnable": progress.not_runnable,
-                         "percent": progress.percent},
+                         "not_fully_scored": progress.unscored, "missing": progress.missing,
+                         "not_runnable": progress.not_runnable, "percent": progress.percent},
             "statuses": {str(k): int(v) for k, v in (raw.get("statuses") or {}).items()},
         }
         if view is None:  # an empty summary: nothing scored yet
-            body.update(pass_rate=None, passed=0, judged=0, errored=0, missing=0, not_runnable=0,
+            body.update(pass_rate=None, passed=0, judged=0, errored=0, not_fully_scored=0, missing=0, not_runnable=0,
+                        notices=[n.as_dict() for n in notice_views(notices_of(run))],
                         latency={"count": 0, "mean": None, "p50": None, "p95": None, "max": None},
                         tokens={"prompt": None, "completion": None, "total": None}, cost_usd=None,
                         criteria=[], tools=[], nodes=[])
         else:
             body.update(
                 pass_rate=view.pass_rate, passed=view.passed, judged=view.judged, errored=view.errored,
-                missing=view.missing, not_runnable=view.not_runnable,
+                not_fully_scored=view.unscored, missing=view.missing, not_runnable=view.not_runnable,
+                notices=[n.as_dict() for n in (view.notices if "notices" in raw else notice_views(notices_of(run)))],
                 latency={"count": view.latency_count, "mean": view.latency_mean, "p50": view.latency_p50,
                          "p95": view.latency_p95, "max": view.latency_max},
                 tokens={"prompt": view.prompt_tokens, "completion": view.completion_tokens,

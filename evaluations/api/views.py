@@ -329,7 +329,7 @@ class EvalSetTrend(APIView):
     @extend_schema(summary="An eval set over its last completed runs", parameters=[TrendQuery],
                    responses=responses(TrendSerializer, *READ_ERRORS))
     def get(self, request: Request, pk: int) -> Response:
-        from evaluations.review.selectors import FAILING, TREND_RUNS, first_failing, run_label
+        from evaluations.review.selectors import TREND_RUNS, branch_streak, run_label
 
         params = query(TrendQuery, request)
         evalset = _evalset(request, pk)
@@ -359,10 +359,10 @@ class EvalSetTrend(APIView):
         cases = []
         for eval_id in shown:
             cells = [comparison.case_outcome(outcomes.get((eval_id, run_id), [])) or "none" for run_id in run_ids]
-            since = first_failing(cells)
+            since, failing = branch_streak(cells, [run.branch for run in runs])
             cases.append({"eval_id": eval_id, "outcomes": cells,
                           "failing_since": run_ids[since] if since is not None else None,
-                          "runs_failing": sum(1 for c in cells[since:] if c in FAILING) if since is not None else 0})
+                          "runs_failing": failing})
 
         def page_url(to: int | None) -> str | None:
             if to is None:

@@ -55,6 +55,9 @@ class Run(models.Model):
     cases_errored = models.PositiveIntegerField(default=0)
     cases_missing = models.PositiveIntegerField(default=0)  # uploaded outputs had nothing for them
     cases_not_runnable = models.PositiveIntegerField(default=0)  # e.g. scenario cases, no simulator
+    # scored, but some enabled criterion could not be (not runnable here, or its evaluator
+    # errored) and none failed: counted in cases_done, never passed (issue 41)
+    cases_unscored = models.PositiveIntegerField(default=0)
     # What the LLM judges cost (issue 42): added up as each chunk's scores are written, in the
     # same transaction (F() expressions); the estimate is made when the run is created.
     judge_calls = models.PositiveIntegerField(default=0)
@@ -122,6 +125,9 @@ class CaseResult(models.Model):
         ERROR = "error"
         NOT_RUNNABLE = "not_runnable"
         MISSING = "missing"  # uploaded outputs had nothing for this case
+        # Some enabled criterion was not scored (not runnable here, its evaluator errored, a
+        # promptfoo assertion evalsite does not compute) and nothing scored failed: no verdict.
+        NOT_FULLY_SCORED = "not_fully_scored", "not fully scored"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results")
     case = models.ForeignKey(EvalCase, on_delete=models.CASCADE, related_name="results")

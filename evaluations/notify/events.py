@@ -159,7 +159,9 @@ def run_finished(event: AuditEvent) -> list[int]:
     matched = [r for r in rules.run_rules(run) if rules.run_condition_holds(r, run, data)]
     if not matched:
         return []
-    item = payloads.run_item(run, data, _top_causes(run, data.get("baseline")))
+    baseline = (Run.objects.select_related("evalset_version").filter(pk=data["baseline"]).first()
+                if isinstance(data.get("baseline"), int) else None)
+    item = payloads.run_item(run, data, _top_causes(run, data.get("baseline")), baseline)
     return rules.fire_many(matched, f"run:{run.pk}", item)
 
 

@@ -44,35 +44,52 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def run_item(run: Run, data: dict[str, Any], causes: list[dict[str, Any]]) -> dict[str, Any]:
+def run_item(run: Run, data: dict[str, Any], causes: list[dict[str, Any]],
+             baseline: Run | None = None) -> dict[str, Any]:
     """A finished run as an item: its labels, the verdict line, the comparison with its default
-    baseline and its top causes (each with a link to the comparison filtered by it)."""
+    baseline (named as the pages name it, with its branch and eval-set version) and its top
+    causes (each with a link to the comparison filtered by it), and the criteria it could not
+    score (its notices: never a cause, never a regression)."""
     pass_rate = (run.summary or {}).get("pass_rate")
-    regressions, new_causes, baseline = data.get("regressions"), data.get("new_causes"), data.get("baseline")
+    regressions, new_causes, baseline_id = data.get("regressions"), data.get("new_causes"), data.get("baseline")
+    version = run.evalset_version.number
     said = [f"{run_label(run)} finished"]
-    if run.branch:
-        said.append(f"on {run.branch}")
+    said.append(f"on {run.branch or 'no branch'} (v{version})")
     verdict = " ".join(said) + ": "
-    if baseline and regressions is not None:
-        verdict += f"{_plural(regressions, 'regression')} vs #{baseline}"
+    label = data.get("baseline_label") or (f"vs #{baseline_id}" if baseline_id else "")
+    if baseline_id and regressions is not None:
+        verdict += f"{_plural(regressions, 'regression')} {label}"
+        if baseline is not None and baseline.evalset_version.number != version:
+            verdict += f" (v{baseline.evalset_version.number})"
         if new_causes is not None:
             verdict += f", {_plural(new_causes, 'new cause')}"
     else:
         verdict += "nothing to compare with"
     if pass_rate is not None:
         verdict += f" · pass rate {pass_rate:.0%}"
+    notices = [n for n in data.get("notices") or [] if isinstance(n, dict)]
+    if notices:
+        verdict += f" · {len(notices)} criteri{'on' if len(notices) == 1 else 'a'} not scored"
     return {
         "type": "run_finished",
         "verdict": verdict,
         "run": {"id": run.pk, "name": run.name, "status": run.status, "branch": run.branch, "model": run.model,
-                "evalset": run.evalset_version.evalset.display_name,
+                "evalset": run.evalset_version.evalset.display_name, "evalset_version": version,
                 "url": absolute(reverse("run_detail", args=[run.pk]))},
         "pass_rate": pass_rate,
         "regressions": regressions,
         "new_causes": new_causes,
-        "baseline": {"id": baseline, "url": absolute(reverse("run_detail", args=[baseline]))} if baseline else None,
-        "compare_url": compare_url(baseline, run.pk) if baseline else None,
+        "baseline": {"id": baseline_id, "url": absolute(reverse("run_detail", args=[baseline_id])),
+                     "label": label,
+                     "branch": baseline.branch if baseline is not None else None,
+                     "model": baseline.model if baseline is not None else None,
+                     "evalset_version": baseline.evalset_version.number if baseline is not None else None}
+        if baseline_id else None,
+        "compare_url": compare_url(baseline_id, run.pk) if baseline_id else None,
         "causes": causes,
+        "notices": [{"criterion": n.get("criterion"), "kind": n.get("kind"), "reason": n.get("reason"),
+                     "cases": n.get("cases"), "on_baseline": n.get("on_baseline"), "text": n.get("text")}
+                    for n in notices],
     }
 
 
@@ -152,6 +169,9 @@ def lines_of(payload: dict[str, Any]) -> list[tuple[str, str | None]]:
                 out.append((f"  {_plural(cause['cases'], 'case')}: {cause['signature']}" + (f" ({cause['change']})"
                                                                            if cause.get("change") else ""),
                             cause.get("url")))
+            for notice in item.get("notices", []):
+                same = {"same": " (the same on the baseline)", "new": " (new)"}.get(notice.get("on_baseline") or "", "")
+                out.append((f"  not scored: {notice.get('text') or notice.get('criterion')}{same}", None))
         elif kind in PERSONAL_TYPES:
             continue  # listed together below
         elif kind == "digest":

@@ -9,11 +9,16 @@ A signature is read from what is already stored, by the criterion's family:
   missing or added key), `order differs: a, b` (the same call missing here and unexpected
   there);
 - answer criteria (output checks, judges): `empty answer`, `refusal`, `answer differs`
-  with the score's similarity band;
+  with the score's similarity band, read from the first turn the criterion failed (the
+  example names it: "turn 4: I'm sorry ...");
 - performance criteria: `latency_seconds over limit`;
-- a score the evaluator could not give: `evaluator error in <criterion>: <message>`;
 - a result with no answer to judge: `timeout`, `agent error: HTTP 503`,
-  `agent error: ValueError`, `not runnable: ...`, `no output`.
+  `agent error: ValueError`, `no output`.
+
+A criterion fails a case where its conversation-level score failed, as the case's status
+counts it. A criterion that could not be scored (not runnable here, or its evaluator raised)
+is not a cause: it is the run's notice (`runs.summary.criterion_notices`), and the case is
+"not fully scored" rather than failed.
 
 Signatures name tools, argument paths and kinds, never the values, and messages have their
 volatile parts (ids, numbers, dates, quoted values) normalised, so near-identical failures
@@ -44,7 +49,7 @@ from typing import Any, NamedTuple, cast
 
 import orjson
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet, Subquery, TextField
+from django.db.models import QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 from pydantic import ValidationError
@@ -52,6 +57,9 @@ from pydantic import ValidationError
 from evaluations.bulk import insert_rows
 from evaluations.evaluators.base import aligned_turns, get_evaluator_class, text_of
 from evaluations.evaluators.diffing import ADDED, ARGS_DIFFER, CHANGED, MISSING, REMOVED, UNEXPECTED, ArgRules, align
+from evaluations.messages import MESSAGE_CHARS as MESSAGE_CHARS
+from evaluations.messages import first_line as first_line
+from evaluations.messages import normalise as normalise
 from evaluations.models import CaseResult, CauseSet, ResultCause, Run, RunCause, Score
 from evaluations.review.findings import _value, call_text
 from evaluations.schemas.evalset import EvalCase as NativeCase
@@ -59,10 +67,9 @@ from evaluations.schemas.evalset import EvalConfig, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput
 
 # Bump when signatures change: a run's stored causes of an older version are grouped again.
-CAUSES_VERSION = 1
+CAUSES_VERSION = 2  # 2: criteria that could not be scored are notices, not causes; failing turns named
 SIGNATURE_CHARS = 500
 EXAMPLE_CHARS = 500
-MESSAGE_CHARS = 100
 SHOWN = 20  # causes a page lists; the rest are counted
 
 # Kinds, one word each: what the table's badge says and the API reports.
@@ -87,12 +94,6 @@ NEW, GROWN, SHRUNK, SAME, GONE = "new", "grown", "shrunk", "same", "gone"
 # Criterion families (an evaluator's `group`).
 TRAJECTORY, PERFORMANCE = "trajectory", "performance"
 
-_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
-_HEX = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{8,}\b", re.I)
-_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
-                   r"|\b\d{1,2}/\d{1,2}/\d{2,4}\b")
-_QUOTED = re.compile(r"'[^'\n]{1,200}'|\"[^\"\n]{1,200}\"")
-_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:[.,]\d+)*")
 _SPACES = re.compile(r"\s+")
 _TIMEOUT = re.compile(r"time[ds]?[\s_-]*out|deadline exceeded", re.I)
 _HTTP = re.compile(r"\b(?:HTTP|status(?: code)?)\D{0,3}([1-5]\d\d)\b", re.I)
@@ -117,26 +118,6 @@ class Part(NamedTuple):
     signature: str
     kind: str
     example: str
-
-
-@functools.lru_cache(maxsize=4096)
-def normalise(text: str) -> str:
-    """A message's first line with its volatile parts as placeholders: "order 8812 not found
-    (req 3f2a9c1e77)" and "order 91 not found (req 0b1c2d3e4f)" both read
-    "order <n> not found (req <id>)"."""
-    line = next((ln for ln in (text or "").strip().splitlines() if ln.strip()), "")
-    line = _UUID.sub("<id>", line)
-    line = _DATE.sub("<date>", line)
-    line = _QUOTED.sub("<value>", line)
-    line = _HEX.sub("<id>", line)
-    line = _NUMBER.sub("<n>", line)
-    line = _SPACES.sub(" ", line).strip()
-    return line if len(line) <= MESSAGE_CHARS else line[:MESSAGE_CHARS - 1] + "…"
-
-
-def first_line(text: str | None) -> str:
-    line = next((ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()), "")
-    return line if len(line) <= 200 else line[:199] + "…"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -288,14 +269,21 @@ def _short(value: Any) -> str:
     return _value(value)
 
 
-def answer_part(case: NativeCase | None, output: AgentOutput | None, score: float | None) -> Part:
+def answer_part(case: NativeCase | None, output: AgentOutput | None, score: float | None,
+                turn: int | None = None) -> Part:
     """What is wrong with the final answer a criterion failed: empty, a refusal, or how far
-    it is from what was expected (the score's band)."""
-    texts = [text_of(turn.final_response).strip() for turn in (output.turns if output else [])]
-    answer = next((t for t in reversed(texts) if t), "")
+    it is from what was expected (the score's band). With `turn` (0-based), that turn's answer,
+    and the example names it ("turn 4: ..."); else the last answer given."""
+    turns = output.turns if output else []
+    if turn is not None and 0 <= turn < len(turns):
+        answer = text_of(turns[turn].final_response).strip()
+    else:
+        texts = [text_of(t.final_response).strip() for t in turns]
+        answer = next((t for t in reversed(texts) if t), "")
+    where = f"turn {turn + 1}: " if turn is not None else ""
     if not answer:
-        return Part("empty answer", EMPTY_ANSWER, "the agent's final answer is empty")
-    example = answer if len(answer) <= 120 else answer[:119] + "…"
+        return Part("empty answer", EMPTY_ANSWER, f"{where}the agent's final answer is empty")
+    example = where + (answer if len(answer) <= 120 else answer[:119] + "…")
     if _REFUSAL.search(answer):
         return Part("refusal", REFUSAL, example)
     if score is not None and math.isfinite(score) and 0 < score < 1:
@@ -366,8 +354,8 @@ def _group(failures: Iterable[Failure]) -> list[Cause]:
 # --- Reading a run's failures -------------------------------------------------------------
 
 
-_SETTLED_FAILING = (CaseResult.Status.FAILED, CaseResult.Status.ERROR, CaseResult.Status.NOT_RUNNABLE,
-                    CaseResult.Status.MISSING)
+# A case without a verdict (not runnable, not fully scored) has no cause: the notices say why.
+_SETTLED_FAILING = (CaseResult.Status.FAILED, CaseResult.Status.ERROR, CaseResult.Status.MISSING)
 
 
 def criterion_families(config: dict[str, Any]) -> dict[str, str]:
@@ -387,20 +375,30 @@ def criterion_families(config: dict[str, Any]) -> dict[str, str]:
 
 def run_failures(run: Run) -> list[Failure]:
     """Every failing (result, criterion) of a run with its signature: two queries (the failing
-    scores, through their partial index; the results that did not pass with their cases and
-    outputs, as JSON text). A case's conversation is parsed only where a trajectory criterion
-    failed, the agent's tool calls only there too, and messages are normalised once each."""
+    scores, through their partial index; the results that failed or errored with their cases
+    and outputs, as JSON text). A criterion fails a case where its conversation-level score
+    failed (what the case's status counts); its failing turns, if it scored turns, say which
+    answer to read. A criterion that could not be scored (not runnable, an evaluator error) is
+    no cause: the run's notices say it once. A case's conversation is parsed only where a
+    trajectory criterion failed, the agent's tool calls only there too, and messages are
+    normalised once each."""
     from evaluations.review.selectors import trajectory_settings
 
     families = criterion_families(run.config)
     match_type, rules = trajectory_settings(run.config)
     with _collector_paused():
-        scores: dict[int, dict[str, tuple[float | None, str]]] = defaultdict(dict)
-        for result_id, criterion, score, error in _tuples(
-                Score.objects.filter(Score.NOT_PASSED, run=run).filter(Q(passed=False) | ~Q(error=""))
+        # (result, criterion) -> [conversation score, failing turn indices, their scores]
+        scores: dict[int, dict[str, list[Any]]] = defaultdict(dict)
+        for result_id, criterion, level, turn, score in _tuples(
+                Score.objects.filter(Score.NOT_PASSED, run=run).filter(passed=False, error="")
                 .order_by("result_id", "criterion", "applies_to", "turn_index")
-                .values_list("result_id", "criterion", "score", "error")):
-            scores[result_id].setdefault(criterion, (score, error))
+                .values_list("result_id", "criterion", "applies_to", "turn_index", "score")):
+            entry = scores[result_id].setdefault(criterion, [_NO_SCORE, [], []])
+            if level == Score.Level.CONVERSATION and turn == -1:
+                entry[0] = score
+            elif level == Score.Level.INTERACTION:
+                entry[1].append(turn)
+                entry[2].append(score)
         failures: list[Failure] = []
         cases: dict[int, NativeCase | None] = {}
         # The JSON columns as text, parsed here with orjson: Django's converters (json.loads per
@@ -414,7 +412,8 @@ def run_failures(run: Run) -> list[Failure]:
             if status != CaseResult.Status.FAILED:
                 failures.append(Failure(pk, eval_id, "", error_part(status, error or "")))
                 continue
-            failing = scores.get(pk, {})
+            failing = {criterion: entry for criterion, entry in scores.get(pk, {}).items()
+                       if entry[0] is not _NO_SCORE}
             if not failing:
                 failures.append(Failure(pk, eval_id, "", Part("failed", OTHER, first_line(error) or "failed")))
                 continue
@@ -422,11 +421,9 @@ def run_failures(run: Run) -> list[Failure]:
             output: AgentOutput | None = None
             answers: AgentOutput | None = None
             tools: Part | None = None
-            for criterion, (score, score_error) in failing.items():
+            for criterion, (score, turns, turn_scores) in failing.items():
                 family = families.get(criterion, "output")
-                if score_error:
-                    part = _evaluator_error(criterion, score_error)
-                elif family == PERFORMANCE:
+                if family == PERFORMANCE:
                     part = Part(f"{criterion} over limit", LIMIT, f"{criterion} {score:g}" if score is not None
                                 else f"{criterion} over its limit")
                 elif family == TRAJECTORY:
@@ -443,9 +440,15 @@ def run_failures(run: Run) -> list[Failure]:
                 else:
                     if answers is None:
                         answers = output or _output(raw, with_calls=False)
-                    part = answer_part(None, answers, score)
+                    if turns:  # the first turn this criterion failed: its answer, and named
+                        part = answer_part(None, answers, turn_scores[0], turn=turns[0])
+                    else:
+                        part = answer_part(None, answers, score)
                 failures.append(Failure(pk, eval_id, criterion, part))
     return failures
+
+
+_NO_SCORE = object()  # no failing conversation-level score: the criterion did not fail the case
 
 
 def _tuples(query: QuerySet[Any, Any], chunk: int = 5000) -> Iterator[tuple[Any, ...]]:
@@ -474,12 +477,6 @@ def _collector_paused() -> Iterator[None]:
 
 
 _ALIGNED = Part("", OTHER, "")  # the tool calls align: the part names the criterion
-
-
-@functools.lru_cache(maxsize=4096)
-def _evaluator_error(criterion: str, error: str) -> Part:
-    return Part(f"evaluator error in {criterion}: {normalise(error)}", EVALUATOR_ERROR,
-                f"{criterion}: {first_line(error)}")
 
 
 # Stored outputs and cases were validated when they were written; what the signatures read of

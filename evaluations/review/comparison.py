@@ -5,21 +5,28 @@ Cases are matched by `eval_id`, so two runs on different versions of an eval set
 where their cases overlap; a case only the candidate has is `new`, one only the baseline
 has is `removed`.
 
-**A case's outcome in one run.** Each result (one per iteration) is a pass, a fail or an
-error (`error`, `missing` and `not_runnable` all mean the agent gave no judgeable answer);
+**A case's outcome in one run.** Each result (one per iteration) is a pass, a fail, an
+error (`error` and `missing` mean the agent gave no judgeable answer) or unscored (`not
+fully scored` and `not_runnable`: a criterion could not be scored, so there is no verdict);
 pending results do not count yet. Over a run's repeats a case is `pass` (every repeat
-passed), `fail` (none passed, at least one failed), `error` (every repeat errored) or
-`mixed` (some passed, some did not).
+passed), `fail` (none passed, at least one failed), `error` (every repeat errored), `mixed`
+(some passed, some failed or errored) or `unscored` (the repeats that did not pass have no
+verdict).
 
 **Classification** (`classify`), first rule that applies:
 
 1. only in the candidate: new; only in the baseline: removed;
-2. mixed outcomes within either run's repeats: flaky. A case that passes sometimes is kept
+2. unscored in either run: judged on what both runs scored (`on_what_both_scored`):
+   regressed when the candidate failed only criteria that passed in the baseline, improved the
+   other way round, errored when the agent errored now; otherwise not fully scored. A
+   criterion that could not run (a judge with no model, an evaluator that raised) is the run's
+   notice, never itself a regression;
+3. mixed outcomes within either run's repeats: flaky. A case that passes sometimes is kept
    apart from new regressions: its flip may be chance, and the review should not walk
    through it as a regression;
-3. baseline pass, candidate fail or error: regressed;
-4. baseline fail or error, candidate pass: improved;
-5. both pass: unchanged-pass; candidate error (baseline not passing): errored;
+4. baseline pass, candidate fail or error: regressed;
+5. baseline fail or error, candidate pass: improved;
+6. both pass: unchanged-pass; candidate error (baseline not passing): errored;
    otherwise unchanged-fail.
 
 **Statistics per criterion** (conversation-level scores; with repeats, a case's score is
@@ -70,96 +77,53 @@ from evaluations.models import (
 from evaluations.paging import Counted
 from evaluations.review import verdict as verdicts
 from evaluations.review.baselines import baseline_for
-from evaluations.review.statistics import (
-    CONFIDENCE as CONFIDENCE,
-)
-from evaluations.review.statistics import (
-    ERROR as ERROR,
-)
-from evaluations.review.statistics import (
-    ERRORED as ERRORED,
-)
-from evaluations.review.statistics import (
-    FAIL as FAIL,
-)
-from evaluations.review.statistics import (
-    FLAKY as FLAKY,
-)
-from evaluations.review.statistics import (
-    IMPROVED as IMPROVED,
-)
-from evaluations.review.statistics import (
-    MINUS as MINUS,
-)
-from evaluations.review.statistics import (
-    MIXED as MIXED,
-)
-from evaluations.review.statistics import (
-    NEW as NEW,
-)
-from evaluations.review.statistics import (
-    PASS as PASS,
-)
-from evaluations.review.statistics import (
-    PENDING as PENDING,
-)
-from evaluations.review.statistics import (
-    REGRESSED as REGRESSED,
-)
-from evaluations.review.statistics import (
-    REMOVED as REMOVED,
-)
-from evaluations.review.statistics import (
-    RESAMPLES as RESAMPLES,
-)
-from evaluations.review.statistics import (
-    SEED as SEED,
-)
-from evaluations.review.statistics import (
-    SEVERITY as SEVERITY,
-)
-from evaluations.review.statistics import (
-    SIGNIFICANCE as SIGNIFICANCE,
-)
-from evaluations.review.statistics import (
-    STATUSES as STATUSES,
-)
-from evaluations.review.statistics import (
-    UNCHANGED_FAIL as UNCHANGED_FAIL,
-)
-from evaluations.review.statistics import (
-    UNCHANGED_PASS as UNCHANGED_PASS,
-)
-from evaluations.review.statistics import (
-    StatusStyle as StatusStyle,
-)
-from evaluations.review.statistics import (  # re-exported (`X as X`): the comparison's vocabulary
-    bootstrap_mean_ci as bootstrap_mean_ci,
-)
-from evaluations.review.statistics import (
-    bootstrap_means as bootstrap_means,
-)
-from evaluations.review.statistics import (
-    case_outcome as case_outcome,
-)
-from evaluations.review.statistics import (
-    classify as classify,
-)
-from evaluations.review.statistics import (
-    mcnemar_exact_p as mcnemar_exact_p,
-)
-from evaluations.review.statistics import (
-    percentile as percentile,
-)
-from evaluations.review.statistics import (
-    result_outcome as result_outcome,
+from evaluations.review.statistics import (  # re-exported: the comparison's vocabulary
+    CONFIDENCE,
+    ERROR,
+    ERRORED,
+    FAIL,
+    FLAKY,
+    IMPROVED,
+    MINUS,
+    MIXED,
+    NEW,
+    NO_VERDICT,
+    PASS,
+    PENDING,
+    REGRESSED,
+    REMOVED,
+    RESAMPLES,
+    SEED,
+    SEVERITY,
+    SIGNIFICANCE,
+    STATUSES,
+    UNCHANGED_FAIL,
+    UNCHANGED_PASS,
+    UNSCORED,
+    StatusStyle,
+    bootstrap_mean_ci,
+    bootstrap_means,
+    case_outcome,
+    classify,
+    mcnemar_exact_p,
+    percentile,
+    result_outcome,
 )
 
 logger = logging.getLogger(__name__)
 
+__all__ = [  # what other modules read of the statistics through this one
+    "CONFIDENCE", "ERROR", "ERRORED", "FAIL", "FLAKY", "IMPROVED", "MINUS", "MIXED", "NEW", "NO_VERDICT",
+    "PASS", "PENDING", "REGRESSED", "REMOVED", "RESAMPLES", "SEED", "SEVERITY", "SIGNIFICANCE", "STATUSES",
+    "UNCHANGED_FAIL", "UNCHANGED_PASS", "UNSCORED", "StatusStyle", "bootstrap_mean_ci", "bootstrap_means",
+    "case_outcome", "classify", "mcnemar_exact_p", "percentile", "result_outcome"
+]
+
 # Bump when the summary's shape or its computation changes: stored comparisons of an older
 # version are recomputed on their next view.
-SUMMARY_VERSION = 5  # 4: stored with a row per case and a head; 5: criterion verdicts need MIN_CASES
+# 4: stored with a row per case and a head; 5: criterion verdicts need MIN_CASES; 6: cases not fully
+# scored are their own status (issue 41), never regressed or improved
+SUMMARY_VERSION = 6
 
 # Above this many points the paired scatter keeps every changed case and a sample of the rest.
 SCATTER_MAX_POINTS = 2000
@@ -266,6 +230,37 @@ def _sides(data: RunData) -> dict[str, _Side]:
     return sides
 
 
+def _scored(side: _Side) -> set[str]:
+    return {name for name, verdicts in side.passes.items() if verdicts}
+
+
+def _passed(side: _Side) -> set[str]:
+    return {name for name, verdicts in side.passes.items() if verdicts and all(verdicts)}
+
+
+def _failed(side: _Side) -> set[str]:
+    return {name for name, verdicts in side.passes.items() if not all(verdicts)}
+
+
+def on_what_both_scored(before: _Side, after: _Side) -> str:
+    """A case without a verdict in one run, judged on the criteria both runs scored: regressed
+    when the candidate failed only criteria that passed in the baseline (a judge with no model
+    in both runs hides no tool-call regression), improved the other way round, errored when the
+    agent errored now; otherwise not fully scored (what failed was not scored on the other side)."""
+    was, now = case_outcome(before.outcomes), case_outcome(after.outcomes)
+    if was == NO_VERDICT and now == FAIL:
+        failing = _failed(after)
+        if failing and failing <= _passed(before):
+            return REGRESSED
+    elif was == FAIL and now == NO_VERDICT:
+        failing = _failed(before)
+        if failing and failing <= _passed(after):
+            return IMPROVED
+    elif was == NO_VERDICT and now == ERROR:
+        return ERRORED
+    return UNSCORED
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
@@ -359,6 +354,8 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
         before, after = before_sides.get(eval_id), after_sides.get(eval_id)
         status = PENDING if eval_id in pending else classify(before.outcomes if before else None,
                                                              after.outcomes if after else None)
+        if status == UNSCORED and before is not None and after is not None:
+            status = on_what_both_scored(before, after)
         rows.append((eval_id, status, before, after))
     rows.sort(key=lambda row: (SEVERITY[row[1]], row[0]))
 
@@ -389,10 +386,16 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
 
     counts = {key: sum(1 for case in cases if case["s"] == key) for key in STATUSES}
     verdicts.within_header(criteria, counts)
+    # The cases the overall verdict is over: both runs judged them, on the criteria both scored
+    # (a case not fully scored in a run still counts where those criteria agree).
+    judged = sum(1 for _, status, before, after in rows
+                 if status not in (NEW, REMOVED, PENDING) and before is not None and after is not None
+                 and (status != UNSCORED or bool(_scored(before) & _scored(after))))
     before_latency, after_latency = _latency(baseline), _latency(candidate)
     return {
         "version": SUMMARY_VERSION,
         "counts": counts,
+        "judged": judged,
         "cases": cases,
         "criteria": criteria,
         "points": points,
@@ -755,7 +758,7 @@ def default_baseline(candidate: Run) -> Run | None:
 # --- Reading a summary --------------------------------------------------------------------
 
 
-OUTCOME_WORDS = {PASS: "✓ pass", FAIL: "✗ fail", ERROR: "! error"}
+OUTCOME_WORDS = {PASS: "✓ pass", FAIL: "✗ fail", ERROR: "! error", NO_VERDICT: "? not fully scored"}
 
 
 def outcome_text(outcome: str | None, passed: int | None, repeats: int) -> str:
@@ -846,13 +849,14 @@ def headline(summary: dict[str, Any]) -> str:
                 f"the verdict waits until it finishes ({so_far})")
     parts = [f"{counts.get(REGRESSED, 0)} regression{'' if counts.get(REGRESSED, 0) == 1 else 's'}, "
              f"{counts.get(IMPROVED, 0)} improvement{'' if counts.get(IMPROVED, 0) == 1 else 's'}"
-             + "".join(f", {counts[key]} {STATUSES[key].label}" for key in (ERRORED, FLAKY) if counts.get(key))]
+             + "".join(f", {counts[key]} {STATUSES[key].label}" for key in (ERRORED, FLAKY, UNSCORED)
+                       if counts.get(key))]
     for c in lead_criteria(summary):
         parts.append(f"{c['name']} {signed(c['delta'])} [{signed(c['ci_low'], sign=False)}, "
                      f"{signed(c['ci_high'], sign=False)}]")
     # One wording for the one question "is the overall change real?" (evaluations.review.verdict);
     # whether each case's flip reproduces is said beside the case.
-    parts.append(verdicts.overall(counts, total_of(summary)))
+    parts.append(verdicts.overall(counts, total_of(summary), summary.get("judged")))
     delta_p95 = summary["latency"]["delta_p95"]
     if delta_p95 is not None:
         parts.append(f"p95 latency {signed_seconds(delta_p95)}")

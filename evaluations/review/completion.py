@@ -23,8 +23,10 @@ from django.db import transaction
 
 from evaluations.audit import audit_record
 from evaluations.models import AuditEvent, Run
+from evaluations.review.baselines import baseline_choice, baseline_label
 from evaluations.review.causes import Cause, causes_store, group, new_causes_line, run_failures
-from evaluations.review.comparison import compare, comparison_store, default_baseline, run_data
+from evaluations.review.comparison import compare, comparison_store, run_data
+from evaluations.review.notices import compared_notices, run_notices
 from evaluations.review.triage import triage_resolve_passed
 from evaluations.runs.engine import Completion
 
@@ -56,7 +58,8 @@ def _with_default_baseline(run: Run) -> tuple[Run | None, dict[str, Any] | None]
     statistics fail."""
     try:
         run = Run.objects.select_related("evalset_version__evalset").get(pk=run.pk)
-        baseline = default_baseline(run)
+        choice = baseline_choice(run)
+        baseline = choice.run if choice is not None else None
         if baseline is None or not baseline.is_finished:
             return None, None
         return baseline, compare(run_data(baseline), run_data(run))
@@ -80,17 +83,33 @@ def _record_finish(run: Run, baseline: Run | None, compared: dict[str, Any] | No
     regressions = (compared or {}).get("counts", {}).get("regressed") if compared else None
     name = f" ({run.name})" if run.name else ""
     new_causes = None
+    label = None
+    notices: list[dict[str, Any]] = []
     if baseline is not None and regressions is not None:
-        said = f"{regressions} regression{'' if regressions == 1 else 's'} vs #{baseline.pk}"
+        choice = baseline_choice(run)
+        reason = choice.reason if choice is not None and choice.run.pk == baseline.pk else "chosen"
+        label = baseline_label(baseline_pk=baseline.pk, baseline_branch=baseline.branch, reason=reason,
+                               candidate_branch=run.branch)
+        said = f"{regressions} regression{'' if regressions == 1 else 's'} {label}"
         try:
             new_causes, causes_said = new_causes_line(baseline=baseline, candidate=run)
             said += f", {causes_said}"
         except Exception:
             log.exception("run %s: could not compare its causes", run.pk)
+        try:
+            notices = [n.as_dict() for n in compared_notices(baseline=baseline, candidate=run)]
+        except Exception:
+            log.exception("run %s: could not compare its notices", run.pk)
     else:
         said = "nothing to compare with"
+        notices = [n.as_dict() for n in run_notices(run)]
+    if notices:  # criteria that could not be scored: the run's set-up, never a cause
+        same = sum(1 for n in notices if n.get("on_baseline") == "same")
+        said += (f"; {len(notices)} criteri{'on' if len(notices) == 1 else 'a'} not scored"
+                 + (f" ({same} the same on #{baseline.pk})" if baseline is not None and same else ""))
     audit_record(project=run.project, actor=None, verb=AuditEvent.Verb.RUN_FINISHED, obj=run,
                  summary=f"run #{run.pk}{name} finished: {said}",
                  data={"regressions": regressions, "baseline": baseline.pk if baseline else None,
-                       "candidate": run.pk, "new_causes": new_causes})
+                       "candidate": run.pk, "new_causes": new_causes, "baseline_label": label,
+                       "notices": notices})
     triage_resolve_passed(run)

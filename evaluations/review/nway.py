@@ -300,6 +300,78 @@ def nway_summary(runs: list[Run], reference: Run, labels: list[str], *, compute:
     return NwaySummary(columns, reference, lines, pending)
 
 
+def _runs_text(pks: list[int]) -> str:
+    return ", ".join(f"#{pk}" for pk in pks)
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def answer(summary: NwaySummary) -> str:
+    """The one-line answer first, from the Holm-corrected tests against the reference: which run
+    is best on what (★, significant), which is significantly worse than the reference on what,
+    and on which criteria no run differs beyond chance (or too few cases to call)."""
+    reference = summary.reference.pk
+    if not summary.criteria:
+        return "No scores in these runs: nothing to compare."
+    if summary.pending:
+        return (f"The tests against the reference #{reference} are still being computed "
+                f"({_runs_text(summary.pending)}): no run is called best until they are in.")
+    runs = [column.run.pk for column in summary.runs]
+    best: dict[int, list[str]] = {}
+    worse: dict[int, list[str]] = {}
+    quiet: list[str] = []
+    few: list[str] = []
+    unscored: list[str] = []  # no run has a score: the runs' notices say why
+    for line in summary.criteria:
+        index = line.best_index
+        if index is not None:
+            best.setdefault(runs[index], []).append(line.name)
+        tested = [(pk, cell) for pk, cell in zip(runs, line.cells, strict=True) if pk != reference]
+        for pk, cell in tested:
+            if cell.significant and (cell.delta or 0) < 0 and not (index is not None and runs[index] == reference):
+                worse.setdefault(pk, []).append(line.name)
+        if not any(cell.mean and cell.mean.mean is not None for cell in line.cells):
+            unscored.append(line.name)
+        elif index is None and not any(cell.significant for _, cell in tested):
+            if tested and all(cell.delta is None or cell.too_few for _, cell in tested):
+                few.append(line.name)
+            else:
+                quiet.append(line.name)
+    parts = [f"#{pk} is best on {_names(names)}" for pk, names in best.items()]
+    parts += [f"#{pk} is worse than the reference #{reference} on {_names(names)}" for pk, names in worse.items()]
+    if quiet:
+        parts.append(f"no run differs from the reference #{reference} beyond chance on {_names(quiet)}")
+    if few:
+        parts.append(f"too few cases to call {_names(few)} ({verdicts.MIN_CASES} or more paired cases needed)")
+    if unscored:
+        parts.append(f"{_names(unscored)} not scored in any run")
+    tests = len(runs) - 1
+    return " · ".join(parts) + (f" (exact McNemar against #{reference}, Holm-corrected over {tests} "
+                                f"test{'' if tests == 1 else 's'} per criterion)")
+
+
+def differences(runs: Sequence[Run]) -> list[str]:
+    """What makes the runs' numbers unlike, named run by run: `eval-set version v1 (#4, #7) ·
+    v2 (#9)`, `model ...`, `evaluation config ...`, `iterations ...` (empty when none)."""
+    found = []
+    for what, key in (("eval-set version", lambda r: f"v{r.evalset_version.number}"),
+                      ("model", lambda r: r.model or "(none)"),
+                      ("evaluation config", lambda r: config_hash(r.config)),
+                      ("iterations", lambda r: str(r.iterations))):
+        groups: dict[str, list[int]] = {}
+        for run in runs:
+            groups.setdefault(key(run), []).append(run.pk)
+        if len(groups) > 1:
+            if what == "evaluation config":
+                named = {value: f"config {chr(ord('A') + i)}" for i, value in enumerate(groups)}
+                found.append(what + " " + " · ".join(f"{named[v]} ({_runs_text(pks)})" for v, pks in groups.items()))
+            else:
+                found.append(what + " " + " · ".join(f"{v} ({_runs_text(pks)})" for v, pks in groups.items()))
+    return found
+
+
 def default_criterion(summary: NwaySummary) -> str:
     """The criterion the matrix shows when none is asked for: one with a marked best run,
     else the one whose run means are furthest apart, else the first."""
@@ -418,6 +490,10 @@ class MatrixRow:
     cells: list[MatrixCell]
 
 
+# a case the agent answered (a not fully scored one's error is a criterion's, not the agent's)
+_ANSWERED = (CaseResult.Status.PASSED, CaseResult.Status.NOT_FULLY_SCORED)
+
+
 def matrix_count(run_ids: Sequence[int]) -> int:
     return _grouped(run_ids).count()
 
@@ -467,7 +543,7 @@ def matrix_rows(run_ids: Sequence[int], *, sort: str, criterion: str, offset: in
                 line = f"failing call: {failing[first['pk']]}"
             elif first["status"] == CaseResult.Status.FAILED and first["first_call"]:
                 line = "call: " + call_line(first["first_call"])
-            elif first["status"] == CaseResult.Status.PASSED or not first["error"]:
+            elif first["status"] in _ANSWERED or not first["error"]:
                 line = one_line(first["response"])
             else:
                 line = one_line(first["error"])

@@ -91,6 +91,21 @@ def first_failing(cells: list[str]) -> int | None:
     return start
 
 
+def branch_streak(cells: list[str], branches: list[str]) -> tuple[int | None, int]:
+    """Where a case's current failing streak began (index, oldest first) and how many runs it
+    failed in since, counted over the runs on the latest run's branch only, as its causes'
+    streaks are (`causes.causes_since`): a passing run of another branch does not end it. The
+    trend page and its API say it alike: "since #10"."""
+    if not cells:
+        return None, 0
+    on_branch = [i for i, branch in enumerate(branches) if branch == branches[-1]]
+    streak = first_failing([cells[i] for i in on_branch])
+    if streak is None:
+        return None, 0
+    since = on_branch[streak]
+    return since, sum(1 for i in on_branch if i >= since and cells[i] in FAILING)
+
+
 def trajectory_settings(config: dict[str, Any]) -> tuple[MatchType, ArgRules]:
     """The match type and argument rules the run scored trajectories with, so the diff shows
     what the score saw: `trajectory_match`'s, else ADK's `tool_trajectory_avg_score`'s, else
@@ -206,5 +221,5 @@ def baseline_link(candidate: Run) -> BaselineLink | None:
     return BaselineLink(candidate.pk, baseline.pk, choice.reason, tuple(mismatches(baseline, candidate)),
                         regressions, improvements, None if before is None or after is None else after - before,
                         label=baseline_label(baseline_pk=baseline.pk, baseline_branch=baseline.branch,
-                                             reason=choice.reason),
+                                             reason=choice.reason, candidate_branch=candidate.branch),
                         branch_note=branch_difference(baseline, candidate))

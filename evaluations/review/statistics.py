@@ -55,6 +55,9 @@ FLAKY = "flaky"
 PENDING = "pending"  # the candidate is still running and has not settled every repeat of the case
 
 
+UNSCORED = "unscored"  # a criterion went unscored in one of the runs: no verdict to compare (issue 41)
+
+
 @dataclass(frozen=True)
 class StatusStyle:
     """How a comparison status looks everywhere: word, icon and colour (never colour alone)."""
@@ -76,6 +79,8 @@ STATUSES: dict[str, StatusStyle] = {s.key: s for s in (
     StatusStyle(IMPROVED, "improved", "▲", "#0072B2", "failed in the baseline, passes in the candidate"),
     StatusStyle(NEW, "new", "+", "#56B4E9", "only in the candidate"),
     StatusStyle(PENDING, "pending", "◷", "#6E6E6E", "the candidate has not finished this case yet"),
+    StatusStyle(UNSCORED, "not fully scored", "?", "#757575",
+                "a criterion could not be scored in one of the runs (see the notices): no verdict to compare"),
     StatusStyle(REMOVED, "removed", MINUS, "#999999", "only in the baseline"),
     StatusStyle(UNCHANGED_FAIL, "unchanged fail", "✗", "#CC79A7", "fails in both runs"),
     StatusStyle(UNCHANGED_PASS, "unchanged pass", "✓", "#009E73", "passes in both runs"),
@@ -98,29 +103,39 @@ ERROR = "error"
 MIXED = "mixed"
 
 
+# No verdict: a criterion could not be scored (`not_fully_scored`), or none could (`not_runnable`).
+NO_VERDICT = "unscored"
+
+
 _RESULT_OUTCOMES = {
     CaseResult.Status.PASSED: PASS,
     CaseResult.Status.FAILED: FAIL,
     CaseResult.Status.ERROR: ERROR,
     CaseResult.Status.MISSING: ERROR,
-    CaseResult.Status.NOT_RUNNABLE: ERROR,
+    CaseResult.Status.NOT_RUNNABLE: NO_VERDICT,
+    CaseResult.Status.NOT_FULLY_SCORED: NO_VERDICT,
 }
 
 
 def result_outcome(status: str) -> str | None:
-    """pass / fail / error for a result's status; None while it is pending."""
+    """pass / fail / error / unscored for a result's status; None while it is pending."""
     return _RESULT_OUTCOMES.get(status)  # type: ignore[call-overload]
 
 
 def case_outcome(outcomes: Sequence[str]) -> str | None:
-    """A case's outcome over its repeats in one run (see the module docstring)."""
+    """A case's outcome over its repeats in one run: pass (every repeat passed), mixed (some
+    passed, some failed or errored), fail / error (none passed), or unscored (the repeats that
+    did not pass have no verdict: never counted as passed, failed or flaky)."""
     if not outcomes:
         return None
     passes = outcomes.count(PASS)
     if passes == len(outcomes):
         return PASS
-    if passes:
+    judged_bad = sum(1 for o in outcomes if o in (FAIL, ERROR))
+    if passes and judged_bad:
         return MIXED
+    if not judged_bad:
+        return NO_VERDICT
     return FAIL if FAIL in outcomes else ERROR
 
 
@@ -135,6 +150,8 @@ def classify(baseline: Sequence[str] | None, candidate: Sequence[str] | None) ->
         return NEW
     if after is None:
         return REMOVED
+    if NO_VERDICT in (before, after):
+        return UNSCORED  # never a regression or an improvement: one side has no verdict
     if MIXED in (before, after):
         return FLAKY
     if before == PASS:

@@ -7,8 +7,10 @@
    disagree are "flaky" (their own status).
 2. **Is the overall change significant?** The case-level flips (b regressed, c improved) of
    the n cases both runs judged, under an exact McNemar test: p < 0.05 is "the overall change
-   is likely real"; otherwise "too few cases to call the overall change; n≈N would be
-   needed", N being the smallest multiple of n at which the same proportions of flips would
+   is likely real"; below `MIN_CASES` judged cases "too few cases to call (n = 5; 6 or more
+   needed)", word for word what a criterion row with as few cases says; otherwise "not
+   distinguishable from chance across n cases; the same share of flips would need n≈N cases
+   to call", N being the smallest multiple of n at which the same proportions of flips would
    be significant.
 
 Each criterion's row answers the second question for that criterion alone and is worded here
@@ -30,9 +32,11 @@ from evaluations.review.statistics import (
     FLAKY,
     IMPROVED,
     NEW,
+    PENDING,
     REGRESSED,
     REMOVED,
     SIGNIFICANCE,
+    UNSCORED,
     mcnemar_exact_p,
 )
 
@@ -132,22 +136,33 @@ def _round(n: int) -> int:
     return n if digits <= 2 else round(n, 2 - digits)
 
 
-def overall(counts: dict[str, int], total: int) -> str:
-    """The overall significance in words (question 2)."""
+def judged_pairs(counts: dict[str, int], total: int) -> int:
+    """The cases both runs judged: neither only in one run, nor pending, nor without a verdict
+    (a comparison's summary counts, in `judged`, those judged on the criteria both runs scored)."""
+    return total - sum(counts.get(key, 0) for key in (NEW, REMOVED, PENDING, UNSCORED))
+
+
+def overall(counts: dict[str, int], total: int, judged: int | None = None) -> str:
+    """The overall significance in words (question 2), in the criterion rows' wording: below
+    `MIN_CASES` judged cases "too few cases to call (n = 5; 6 or more needed)", as a row with
+    as few says it; otherwise "not distinguishable from chance across n cases", with how many
+    cases the same share of flips would need."""
     b, c = counts.get(REGRESSED, 0), counts.get(IMPROVED, 0)
-    n = total - counts.get(NEW, 0) - counts.get(REMOVED, 0)
+    n = judged if judged is not None else judged_pairs(counts, total)
     if b + c == 0:
         return "no case changed outcome"
     p = mcnemar_exact_p(b, c)
     if p < SIGNIFICANCE:
         return f"the overall change is likely real (McNemar p = {p:.2g}, n = {n:,} cases)"
+    if n < MIN_CASES:
+        return too_few(n)
     cases = f"n = {n:,} case{'' if n == 1 else 's'}"
     if b == c:
         return f"as many cases improved as regressed: no overall change ({cases})"
     needed = cases_needed(b, c, n)
     if needed is None:
-        return f"too few cases to call the overall change ({cases})"
-    return f"too few cases to call the overall change ({cases}); n≈{_round(needed):,} cases would be needed"
+        return not_called(n)
+    return f"{not_called(n)}; the same share of flips would need n≈{_round(needed):,} cases to call"
 
 
 def reproducibility(repeats: int) -> str:

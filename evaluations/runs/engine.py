@@ -26,6 +26,7 @@ from django.utils import timezone
 from evaluations.bulk import insert_rows
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
+from evaluations.evaluators.promptfoo_test import TEST_CRITERION, SuiteDefaults, suite_defaults, verdict_scores
 from evaluations.evaluators.runnable import NOT_RUNNABLE, is_custom_uipath, not_runnable_reason
 from evaluations.interop.base import gc_paused
 from evaluations.models import (
@@ -159,7 +160,7 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
         queue.batch_yield(run_id, batch_id, first_pk)
         return 0
     config = EvalConfig.model_validate(run.config)
-    evaluators = _build_evaluators(config)
+    evaluators = _scoring(run, config)
     # uploaded outputs, and outputs made from received traces, are stored on the results already
     target = _build_target(run) if run.target_kind not in STORED_OUTPUTS else None
     pending = list(
@@ -174,7 +175,7 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
     yielded = handed_on = False
     try:
         floor = _chunk_floor(target)
-        if target is None and any(_calls_judge(e) for e, _, _ in evaluators.values()):
+        if target is None and any(_calls_judge(e) for e, _, _ in evaluators.evaluators.values()):
             # a judge's calls overlap within a chunk only: chunks of a few cases would leave
             # most of the judge threads idle at each chunk's end
             floor = max(floor, JUDGED_CHUNK_PER_THREAD * settings.EVALSITE_JUDGE_CONCURRENCY)
@@ -281,6 +282,25 @@ class _LeaseKeeper:
         self._thread.join(timeout=30)
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """What scores a run's cases: its built criteria, every criterion its config names (enabled
+    or not), and for a promptfoo suite its `defaultTest` (a test's verdict follows promptfoo's
+    rule: evaluators/promptfoo_test.py)."""
+
+    evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]]
+    named: frozenset[str] = frozenset()
+    suite: SuiteDefaults | None = None  # None: no promptfoo criterion in the config
+
+
+def _scoring(run: Run, config: EvalConfig) -> Scoring:
+    named = frozenset(config.criteria)
+    suite = None
+    if any((c.evaluator or name).startswith("promptfoo_") for name, c in config.criteria.items()):
+        suite = suite_defaults(run.evalset_version.metadata)
+    return Scoring(_build_evaluators(config), named, suite)
+
+
 def _build_evaluators(config: EvalConfig) -> dict[str, tuple[Evaluator | None, CriterionConfig, str]]:
     built: dict[str, tuple[Evaluator | None, CriterionConfig, str]] = {}
     for criterion, criterion_config in config.criteria.items():
@@ -334,8 +354,8 @@ def _chunk_floor(target: Any) -> int:
     return max(1, min(CHUNK, concurrency if isinstance(concurrency, int) else 1))
 
 
-def _run_chunk(run: Run, pks: list[int], evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]],
-               target: Any, also: Callable[[], None] | None = None) -> int:
+def _run_chunk(run: Run, pks: list[int], evaluators: Scoring, target: Any,
+               also: Callable[[], None] | None = None) -> int:
     """Evaluate and write the results among `pks` still pending. `also`: more to do inside the
     write's transaction (ending the batch), done even when nothing was left to write."""
     results = load_pending(pks, with_output=target is None)
@@ -374,18 +394,18 @@ def _calls_judge(evaluator: Evaluator | None) -> bool:
     return bool(getattr(evaluator, "calls_judge", False))
 
 
-def _score_all(items: list[tuple[NativeCase, AgentOutput]],
-               evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]]) -> list[list[ScoreResult]]:
+def _score_all(items: list[tuple[NativeCase, AgentOutput]], scoring: Scoring) -> list[list[ScoreResult]]:
     """Every case's scores, in criterion order. The (case, criterion) pairs whose evaluator
     calls an LLM judge run on threads, EVALSITE_JUDGE_CONCURRENCY judge calls in flight at once;
     the rest are scored here, in turn."""
+    evaluators = scoring.evaluators
     judged = {c for c, (evaluator, _, _) in evaluators.items() if _calls_judge(evaluator)}
     concurrency = settings.EVALSITE_JUDGE_CONCURRENCY
     # A few more threads than calls in flight: while some read a reply and write the next
     # prompt, the others keep every slot busy; the shared limiter caps the calls themselves.
     workers = min(2 * concurrency, len(items) * len(judged))
     if workers <= 1 or concurrency <= 1:
-        return [_score_case(case, output, evaluators) for case, output in items]
+        return [_score_case(case, output, scoring) for case, output in items]
     limiter = threading.BoundedSemaphore(concurrency)
     for criterion in judged:
         client = getattr(evaluators[criterion][0], "client", None)
@@ -393,19 +413,28 @@ def _score_all(items: list[tuple[NativeCase, AgentOutput]],
             client.limiter = limiter
     per_pair: dict[tuple[int, str], list[ScoreResult]] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
-        futures = {(i, c): pool.submit(_score_case, case, output, {c: evaluators[c]})
+        futures = {(i, c): pool.submit(_criteria_scores, case, output, {c: evaluators[c]})
                    for i, (case, output) in enumerate(items) for c in evaluators if c in judged}
         for i, (case, output) in enumerate(items):
             for c in evaluators:
                 if c not in judged:
-                    per_pair[(i, c)] = _score_case(case, output, {c: evaluators[c]})
+                    per_pair[(i, c)] = _criteria_scores(case, output, {c: evaluators[c]})
         for key, future in futures.items():
             per_pair[key] = future.result()
-    return [[s for c in evaluators for s in per_pair[(i, c)]] for i in range(len(items))]
+    out = []
+    for i, (case, output) in enumerate(items):
+        scores = [s for c in evaluators for s in per_pair[(i, c)]]
+        out.append(scores + _suite_scores(case, output, scores, scoring))
+    return out
 
 
-def _score_case(case: NativeCase, output: AgentOutput,
-                evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]]) -> list[ScoreResult]:
+def _score_case(case: NativeCase, output: AgentOutput, scoring: Scoring) -> list[ScoreResult]:
+    scores = _criteria_scores(case, output, scoring.evaluators)
+    return scores + _suite_scores(case, output, scores, scoring)
+
+
+def _criteria_scores(case: NativeCase, output: AgentOutput,
+                     evaluators: dict[str, tuple[Evaluator | None, CriterionConfig, str]]) -> list[ScoreResult]:
     scores: list[ScoreResult] = []
     for criterion, (evaluator, config, build_error) in evaluators.items():
         if evaluator is None:
@@ -420,22 +449,41 @@ def _score_case(case: NativeCase, output: AgentOutput,
     return scores
 
 
+def _suite_scores(case: NativeCase, output: AgentOutput, scores: list[ScoreResult],
+                  scoring: Scoring) -> list[ScoreResult]:
+    """A promptfoo test's verdict over its assertions' scores (none outside a promptfoo suite)."""
+    if scoring.suite is None:
+        return []
+    return verdict_scores(case, output, scores, run_criteria=scoring.named, suite=scoring.suite)
+
+
+_NO_VERDICT = (CaseResult.Status.NOT_RUNNABLE, CaseResult.Status.NOT_FULLY_SCORED)
+
+
 def _status(output: AgentOutput, scores: list[ScoreResult]) -> str:
-    runnable = failed = False
-    errored = bool(output.error) or any(t.error for t in output.turns)
-    for s in scores:
-        if s.error:
-            if s.error.startswith(NOT_RUNNABLE):
-                continue  # a criterion that cannot run here does not make the case an error
-            errored = True
-        runnable = True
-        if s.passed is False and s.applies_to == Level.CONVERSATION:
-            failed = True
-    if scores and not runnable and not output.error:
-        return CaseResult.Status.NOT_RUNNABLE  # every criterion is: the reason is on each score
-    if errored:
+    """A case is passed only when every criterion that applies to it was scored and passed:
+
+    - the agent errored (or a turn did): error;
+    - every criterion is not runnable here: not_runnable (the reason is on each score);
+    - a promptfoo test: its test-level verdict (`promptfoo_test`, promptfoo's rule with the
+      test's threshold and weights), where None is not fully scored;
+    - else a conversation-level score failed: failed; a criterion was not scored (not runnable,
+      or its evaluator errored: the run's notices say which and why): not fully scored;
+      otherwise passed."""
+    if output.error or any(t.error for t in output.turns):
         return CaseResult.Status.ERROR
-    return CaseResult.Status.FAILED if failed else CaseResult.Status.PASSED
+    if scores and all(s.error.startswith(NOT_RUNNABLE) for s in scores):
+        return CaseResult.Status.NOT_RUNNABLE
+    verdict = next((s for s in scores if s.criterion == TEST_CRITERION and s.turn_index == -1), None)
+    if verdict is not None:
+        return {True: CaseResult.Status.PASSED, False: CaseResult.Status.FAILED}.get(
+            verdict.passed, CaseResult.Status.NOT_FULLY_SCORED)  # type: ignore[arg-type]
+    top = [s for s in scores if s.applies_to == Level.CONVERSATION]
+    if any(s.passed is False and not s.error for s in top):
+        return CaseResult.Status.FAILED
+    if any(s.error for s in scores):
+        return CaseResult.Status.NOT_FULLY_SCORED
+    return CaseResult.Status.PASSED
 
 
 def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[ScoreResult]]], *,
@@ -469,7 +517,11 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
         spend.add(scores)
         status = _status(output, scores)
         usage = output.usage()
-        result_row = (status, output.error or next((s.error for s in scores if s.error), ""),
+        # the agent's error; else, for a case without a verdict, why (a criterion's error stays
+        # on its score too, and the run's notices count them)
+        error = output.error or next((t.error for t in output.turns if t.error), "") or (
+            next((s.error for s in scores if s.error), "") if status in _NO_VERDICT else "")
+        result_row = (status, error,
                       output.total_latency(), usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
                       dumps(output.model_dump(mode="json", exclude_defaults=True)) if store_outputs else None)
         result_pk = result.pk
@@ -508,6 +560,7 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
             cases_not_runnable=F("cases_not_runnable") + not_runnable,
             cases_failed=F("cases_failed") + statuses.count(CaseResult.Status.FAILED),
             cases_errored=F("cases_errored") + statuses.count(CaseResult.Status.ERROR),
+            cases_unscored=F("cases_unscored") + statuses.count(CaseResult.Status.NOT_FULLY_SCORED),
             heartbeat_at=now,
             **spend.updates(),
         )

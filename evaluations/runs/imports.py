@@ -204,7 +204,8 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
             status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, config={"criteria": criteria},
             criteria_order=list(criteria), cases_done=len(results) - not_runnable,
             cases_not_runnable=run.cases_not_runnable + not_runnable,
-            cases_failed=statuses[CaseResult.Status.FAILED], cases_errored=statuses[CaseResult.Status.ERROR])
+            cases_failed=statuses[CaseResult.Status.FAILED], cases_errored=statuses[CaseResult.Status.ERROR],
+            cases_unscored=statuses[CaseResult.Status.NOT_FULLY_SCORED])
         services.run_finish(run.pk)
     run.refresh_from_db()
     return run

@@ -162,7 +162,8 @@ def group_rows(rows: list[RunRow], defaults: dict[int, str]) -> list[RunGroup]:
 _ROW_FIELDS = ("pk", "name", "status", "evalset_version__evalset_id", "evalset_version__evalset__name",
                "evalset_version__evalset__eval_set_id", "evalset_version__number", "model", "branch",
                "git_commit", "tags", "cases_total", "cases_done", "cases_failed", "cases_errored",
-               "cases_missing", "cases_not_runnable", "iterations", "created_at", "created_by__username", "p95")
+               "cases_missing", "cases_not_runnable", "cases_unscored", "iterations", "created_at",
+               "created_by__username", "p95")
 
 
 def _run_rows(runs: QuerySet[Run]) -> QuerySet[Run, dict[str, Any]]:
@@ -179,7 +180,8 @@ def _run_row(r: dict[str, Any]) -> RunRow:
         git_commit=r["git_commit"], tags=[str(t) for t in r["tags"] or []],
         progress=Progress(total=r["cases_total"], done=r["cases_done"], failed=r["cases_failed"],
                           errored=r["cases_errored"], missing=r["cases_missing"],
-                          not_runnable=r["cases_not_runnable"], iterations=r["iterations"]),
+                          not_runnable=r["cases_not_runnable"], iterations=r["iterations"],
+                          unscored=r["cases_unscored"]),
         latency_p95=seconds(r["p95"]), created_at=r["created_at"], created_by=r["created_by__username"] or "",
     )
 

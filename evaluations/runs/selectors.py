@@ -28,7 +28,7 @@ SHORT_TEXT = 140
 DEMO_CALLABLE = "evaluations.demo.agent:respond"
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 # Filter choices, most useful first.
-RESULT_STATUSES = ["passed", "failed", "error", "missing", "not_runnable", "pending"]
+RESULT_STATUSES = ["passed", "failed", "not_fully_scored", "error", "missing", "not_runnable", "pending"]
 
 
 # --- Access -----------------------------------------------------------------------------------
@@ -68,6 +68,7 @@ class Progress:
     missing: int
     not_runnable: int
     iterations: int = 1  # results per case: `total` counts results, `cases` the cases
+    unscored: int = 0  # not fully scored: counted in `done`, neither passed nor failed
 
     @property
     def cases(self) -> int:
@@ -79,11 +80,12 @@ class Progress:
 
     @property
     def passed(self) -> int:
-        return self.done - self.failed - self.errored
+        return self.done - self.failed - self.errored - self.unscored
 
     @property
     def judged(self) -> int:
-        return self.done - self.errored
+        """The pass rate's denominator: passed + failed (errored and not fully scored are out)."""
+        return self.done - self.errored - self.unscored
 
     @property
     def pass_rate(self) -> float | None:
@@ -146,7 +148,7 @@ class RunView:
 
     @property
     def can_retry(self) -> bool:
-        return not self.is_active and (self.progress.failed + self.progress.errored) > 0
+        return not self.is_active and (self.progress.failed + self.progress.errored + self.progress.unscored) > 0
 
     @property
     def retry_changes_nothing(self) -> bool:
@@ -190,7 +192,7 @@ def _faults_text(faults: Any) -> str:
 def progress_of(run: Run) -> Progress:
     return Progress(total=run.cases_total, done=run.cases_done, failed=run.cases_failed,
                     errored=run.cases_errored, missing=run.cases_missing, not_runnable=run.cases_not_runnable,
-                    iterations=run.iterations)
+                    iterations=run.iterations, unscored=run.cases_unscored)
 
 
 def run_view(run: Run) -> RunView:
@@ -294,6 +296,59 @@ class RunSummary:
     criteria: list[CriterionStat]
     tools: list[ToolStat]
     nodes: list[NodeStat]
+    unscored: int = 0  # not fully scored: left out of the pass rate, as errored cases are
+    notices: tuple[Notice, ...] = ()
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A criterion that could not be scored on some of the run's cases (`summary.criterion_notices`)."""
+
+    criterion: str
+    kind: str  # not_runnable / evaluator_error
+    reason: str
+    example: str
+    cases: int
+    results: int
+    on_baseline: str = ""  # on a comparison: "same", "new" (review.notices)
+    baseline_cases: int | None = None
+
+    @property
+    def text(self) -> str:
+        """`trajectory_judge could not run on 10 cases: an LLM judge, and no judge model ...`
+        (`errored on` for an evaluator error): the one wording of a notice."""
+        verb = "could not run" if self.kind == "not_runnable" else "errored"
+        return f"{self.criterion} {verb} on {self.cases:,} case{'' if self.cases == 1 else 's'}: {self.reason}"
+
+    @property
+    def baseline_text(self) -> str:
+        """How the baseline compares: "the same on the baseline (10 cases)", "new: not on the
+        baseline", or "" off a comparison."""
+        if self.on_baseline == "same":
+            was = self.baseline_cases or 0
+            return f"the same on the baseline ({was:,} case{'' if was == 1 else 's'})"
+        if self.on_baseline == "new":
+            return "new: not on the baseline"
+        return ""
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"criterion": self.criterion, "kind": self.kind, "reason": self.reason,
+                               "example": self.example, "cases": self.cases, "results": self.results,
+                               "text": self.text}
+        if self.on_baseline:
+            out["on_baseline"] = self.on_baseline
+            out["baseline_cases"] = self.baseline_cases
+        return out
+
+
+def notice_views(raw: Any) -> tuple[Notice, ...]:
+    """Notices as the summary keeps them (`runs.summary.criterion_notices`), for the pages."""
+    out = []
+    for n in raw or ():
+        if isinstance(n, dict) and isinstance(n.get("criterion"), str):
+            out.append(Notice(n["criterion"], str(n.get("kind") or ""), str(n.get("reason") or ""),
+                              str(n.get("example") or ""), _int(n.get("cases")), _int(n.get("results"))))
+    return tuple(out)
 
 
 def _num(value: Any) -> float | None:
@@ -343,6 +398,7 @@ def run_summary_view(summary: dict[str, Any] | None, order: Sequence[str] | None
         total_tokens=_int(total) if total is not None else None,
         cost_usd=_num(summary.get("cost_usd")),
         criteria=criteria, tools=tools, nodes=nodes,
+        unscored=_int(statuses.get("not_fully_scored")), notices=notice_views(summary.get("notices")),
     )
 
 

@@ -424,15 +424,16 @@ def run_cancel(*, run: Run, user: Any = None) -> bool:
 
 
 def run_retry_failed(*, run: Run, user: Any = None) -> int:
-    """Re-run only the results that errored or failed, and finish what a cancelled run left
-    pending; returns how many results were reset."""
+    """Re-run only the results that errored, failed or were not fully scored (a judge
+    configured since scores them), and finish what a cancelled run left pending; returns how
+    many results were reset."""
     if (run.target or {}).get("imported"):
         raise RunError("an imported run keeps the other tool's scores: rescore it with evalsite instead")
     with transaction.atomic():
         # The result rows first, in pk order, then the run: the order a batch's write takes
         # them in (a batch of a just-cancelled run may still be writing). Counting under
         # these locks keeps the counters equal to the rows.
-        statuses = [CaseResult.Status.ERROR, CaseResult.Status.FAILED]
+        statuses = [CaseResult.Status.ERROR, CaseResult.Status.FAILED, CaseResult.Status.NOT_FULLY_SCORED]
         locked_rows = list(CaseResult.objects.select_for_update()
                            .filter(run=run, status__in=[*statuses, CaseResult.Status.PENDING])
                            .order_by("pk").values_list("status", flat=True))
@@ -442,6 +443,7 @@ def run_retry_failed(*, run: Run, user: Any = None) -> int:
         retry = CaseResult.objects.filter(run=run, status__in=statuses)
         failed = locked_rows.count(CaseResult.Status.FAILED)
         errored = locked_rows.count(CaseResult.Status.ERROR)
+        unscored = locked_rows.count(CaseResult.Status.NOT_FULLY_SCORED)
         reset: dict[str, Any] = {"status": CaseResult.Status.PENDING, "error": ""}
         if run.target_kind not in STORED_OUTPUTS:
             reset["output"] = None  # ask the agent again
@@ -456,7 +458,7 @@ def run_retry_failed(*, run: Run, user: Any = None) -> int:
         Run.objects.filter(pk=run.pk).update(
             status=Run.Status.QUEUED, finished_at=None, summary=None, chart_bins=None,
             cases_done=F("cases_done") - n, cases_failed=F("cases_failed") - failed,
-            cases_errored=F("cases_errored") - errored,
+            cases_errored=F("cases_errored") - errored, cases_unscored=F("cases_unscored") - unscored,
         )
         transaction.on_commit(lambda: run_enqueue(run.pk), robust=True)
     return n

@@ -1,5 +1,13 @@
 """A run's aggregates, all computed in the database: pass rate, per-criterion statistics,
-latency percentiles, tokens and cost, per tool and node."""
+latency percentiles, tokens and cost, per tool and node, and its notices: the criteria that
+could not be scored on some cases (not runnable here, or their evaluator errored), which
+criterion, why and on how many cases. A notice is about the run's set-up, not the agent: the
+pages, the API, the CLI, JUnit and notifications show it once for the run, never as a cause
+of failure, and the cases it left without a verdict are "not fully scored", not failed.
+
+The pass rate is passed / (passed + failed): cases not fully scored, like errored ones, are
+left out of it, and every place that shows it says how many were (`judged`,
+`not_fully_scored`)."""
 
 from __future__ import annotations
 
@@ -10,6 +18,8 @@ from typing import Any
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum
 
 from evaluations.evaluators.base import Level
+from evaluations.evaluators.runnable import NOT_RUNNABLE
+from evaluations.messages import first_line, normalise
 from evaluations.models import (
     CaseResult,
     Run,
@@ -78,6 +88,9 @@ def run_summary(run: Run) -> dict[str, Any]:
         "criteria": ordered_dict(criteria, ordered_keys((run.config or {}).get("criteria") or {}, run.criteria_order)),
         "statuses": status_counts,
         "pass_rate": status_counts.get("passed", 0) / judged if judged else None,
+        "judged": judged,  # the pass rate's denominator: passed + failed
+        "not_fully_scored": status_counts.get(CaseResult.Status.NOT_FULLY_SCORED.value, 0),
+        "notices": criterion_notices(run),
         "latency": {
             "count": timed_count,
             "mean": totals["latency_mean"],
@@ -99,3 +112,48 @@ def _median(qs: Any, count: int) -> float | None:
         return None
     values = list(qs.order_by("score").values_list("score", flat=True)[(count - 1) // 2:count // 2 + 1])
     return statistics.fmean(values)
+
+
+NOT_RUNNABLE_KIND = "not_runnable"
+EVALUATOR_ERROR_KIND = "evaluator_error"
+NOTICES_SHOWN = 20
+
+
+def criterion_notices(run: Run) -> list[dict[str, Any]]:
+    """The run's criteria that could not be scored, folded by criterion and reason: one GROUP
+    BY over the scores with an error (the failing scores' partial index holds them), then the
+    messages folded (`messages.normalise`). Each: criterion, kind (`not_runnable`: known before
+    any case, such as an LLM judge with no judge model; `evaluator_error`: the evaluator raised),
+    reason, an example message, and how many cases and results. Most cases first."""
+    folded: dict[tuple[str, str, str], dict[str, Any]] = {}
+    rows = (Score.objects.filter(Score.NOT_PASSED, run=run).exclude(error="").order_by()
+            .values_list("criterion", "error")
+            .annotate(results=Count("result_id", distinct=True), cases=Count("result__case_id", distinct=True)))
+    for criterion, error, results, cases in rows:
+        kind = NOT_RUNNABLE_KIND if error.startswith(NOT_RUNNABLE) else EVALUATOR_ERROR_KIND
+        text = error[len(NOT_RUNNABLE):] if kind == NOT_RUNNABLE_KIND else error
+        reason = first_line(text, 300) if kind == NOT_RUNNABLE_KIND else normalise(text, 200)
+        entry = folded.setdefault((criterion, kind, reason), {
+            "criterion": criterion, "kind": kind, "reason": reason, "example": first_line(text, 300),
+            "cases": 0, "results": 0})
+        entry["cases"] += cases
+        entry["results"] += results
+    cap = run.cases_total // max(run.iterations, 1) or None
+    for entry in folded.values():  # a case counted under two messages of one reason counts once at most
+        if cap is not None:
+            entry["cases"] = min(entry["cases"], cap)
+        entry["results"] = min(entry["results"], run.cases_total or entry["results"])
+    return sorted(folded.values(), key=lambda n: (-n["cases"], n["criterion"], n["reason"]))[:NOTICES_SHOWN]
+
+
+def notices_of(run: Run) -> list[dict[str, Any]]:
+    """The run's notices: kept in its summary once it completed (a summary written before
+    notices existed, or a run still going, is counted now: one query)."""
+    summary = run.summary if isinstance(run.summary, dict) else None
+    if summary is not None and isinstance(summary.get("notices"), list):
+        return summary["notices"]
+    if summary is not None and run.finished_at is not None:
+        criteria = summary.get("criteria") or {}
+        if not any(isinstance(c, dict) and c.get("errors") for c in criteria.values()):
+            return []  # an older summary says no criterion errored: nothing to count
+    return criterion_notices(run)

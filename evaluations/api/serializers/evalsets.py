@@ -101,8 +101,9 @@ class TrendRunSerializer(serializers.Serializer):
 class TrendCaseSerializer(serializers.Serializer):
     eval_id = serializers.CharField()
     outcomes = serializers.ListField(
-        child=serializers.CharField(), help_text="per run (oldest first): pass, fail, error, mixed or none")
-    failing_since = serializers.IntegerField(allow_null=True, help_text="the run where its failing streak began")
+        child=serializers.CharField(), help_text="per run (oldest first): pass, fail, error, mixed, unscored or none")
+    failing_since = serializers.IntegerField(allow_null=True, help_text="the run where its failing streak began, "
+                                             "counted on the latest run's branch (as the page's \"since #N\")")
     runs_failing = serializers.IntegerField()
 
 

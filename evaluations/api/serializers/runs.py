@@ -27,7 +27,7 @@ class RunSerializer(serializers.ModelSerializer):
             "id", "project", "evalset", "evalset_version", "name", "status", "error", "target_kind", "target",
             "config", "iterations", "warmups", "eval_ids", "model", "git_commit", "branch", "tags",
             "cases_total", "cases_done", "cases_failed", "cases_errored", "cases_missing", "cases_not_runnable",
-            "summary", "created_at", "started_at", "finished_at", "created_by",
+            "cases_unscored", "summary", "created_at", "started_at", "finished_at", "created_by",
             "judge_calls", "judge_prompt_tokens", "judge_completion_tokens", "judge_cost_usd", "judge_estimate",
         ]
 
@@ -48,7 +48,7 @@ class RunSerializer(serializers.ModelSerializer):
             "branch": instance.branch, "tags": instance.tags, "cases_total": instance.cases_total,
             "cases_done": instance.cases_done, "cases_failed": instance.cases_failed,
             "cases_errored": instance.cases_errored, "cases_missing": instance.cases_missing,
-            "cases_not_runnable": instance.cases_not_runnable,
+            "cases_not_runnable": instance.cases_not_runnable, "cases_unscored": instance.cases_unscored,
             "summary": summary_in_order(instance.summary, instance.criteria_order),
             "created_at": _DATETIME.to_representation(instance.created_at),
             "started_at": _DATETIME.to_representation(instance.started_at),
@@ -240,13 +240,27 @@ class NodeStatSerializer(serializers.Serializer):
 class ProgressSerializer(serializers.Serializer):
     total = serializers.IntegerField()
     settled = serializers.IntegerField(help_text="results that need no more work")
-    done = serializers.IntegerField(help_text="evaluated: passed, failed or errored")
+    done = serializers.IntegerField(help_text="evaluated: passed, failed, errored or not fully scored")
     passed = serializers.IntegerField()
     failed = serializers.IntegerField()
     errored = serializers.IntegerField()
+    not_fully_scored = serializers.IntegerField(help_text="some enabled criterion was not scored and none failed")
     missing = serializers.IntegerField()
     not_runnable = serializers.IntegerField()
     percent = serializers.IntegerField()
+
+
+class NoticeSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["not_runnable", "evaluator_error"])
+    reason = serializers.CharField(help_text="why, the message with its volatile parts folded")
+    example = serializers.CharField(help_text="one case's message as it was")
+    cases = serializers.IntegerField()
+    results = serializers.IntegerField()
+    text = serializers.CharField(help_text="the notice in words, as the pages say it")
+    on_baseline = serializers.ChoiceField(choices=["same", "new"], required=False,
+                                          help_text="on a comparison: whether the baseline had it too")
+    baseline_cases = serializers.IntegerField(required=False, allow_null=True)
 
 
 class LatencySerializer(serializers.Serializer):
@@ -269,12 +283,16 @@ class RunSummarySerializer(serializers.Serializer):
     final = serializers.BooleanField(help_text="false while the run is queued or running: the figures so far")
     progress = ProgressSerializer()
     statuses = serializers.DictField(child=serializers.IntegerField(), help_text="results per status")
-    pass_rate = serializers.FloatField(allow_null=True, help_text="passed / (passed + failed)")
+    pass_rate = serializers.FloatField(allow_null=True, help_text="passed / (passed + failed): errored and not "
+                                                                 "fully scored cases are left out of it")
     passed = serializers.IntegerField()
-    judged = serializers.IntegerField()
+    judged = serializers.IntegerField(help_text="passed + failed, the pass rate's denominator")
     errored = serializers.IntegerField()
+    not_fully_scored = serializers.IntegerField(help_text="cases with a criterion not scored (see notices) and none "
+                                                          "failed: neither passed nor failed")
     missing = serializers.IntegerField()
     not_runnable = serializers.IntegerField()
+    notices = NoticeSerializer(many=True, help_text="criteria that could not be scored: which, why, on how many cases")
     latency = LatencySerializer()
     tokens = TokensSerializer()
     cost_usd = serializers.FloatField(allow_null=True)

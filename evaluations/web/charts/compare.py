@@ -249,6 +249,7 @@ HEATMAP_OUTCOMES: dict[str, tuple[int, str, str]] = {
     "fail": (2, STATUSES[REGRESSED].colour, "✗"),
     "error": (3, STATUSES["errored"].colour, "!"),
     "mixed": (4, STATUSES["flaky"].colour, "≈"),
+    "unscored": (5, "#C8C8C8", "?"),  # a light grey: its mark stays legible
 }
 
 

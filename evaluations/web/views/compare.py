@@ -27,14 +27,16 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from evaluations.converters import MAX_ID
-from evaluations.models import Run, Triage
+from evaluations.models import Membership, Run, Triage
 from evaluations.review import causes as cause_reads
 from evaluations.review import comparison
 from evaluations.review.baselines import baseline_choice, baseline_words, branch_difference, mismatches, reason_for
 from evaluations.review.comparison import STATUSES, CaseRow, StatusStyle, signed, signed_seconds
 from evaluations.review.findings import Finding, findings
+from evaluations.review.notices import compared_notices
 from evaluations.review.selectors import Walk, case_link, label_of, run_label
 from evaluations.review.triage import (
+    ASSIGNABLE_ROLES,
     TRIAGE_COLUMNS,
     branch_decisions,
     decisions_on_branch,
@@ -46,7 +48,7 @@ from evaluations.review.triage import (
 from evaluations.review.verdict import MIN_CASES, NO_CHANGE, NOT_ENOUGH_DATA, p_shown, reproducibility_line
 from evaluations.runs import exports
 from evaluations.runs.listing import branch_stats
-from evaluations.runs.selectors import runs_visible_to
+from evaluations.runs.selectors import Notice, runs_visible_to
 from evaluations.web.charts import fmt_duration, to_html
 from evaluations.web.charts.compare import (
     DeltaBar,
@@ -64,7 +66,7 @@ BASELINE_CHOICES = 50
 CAUSE_BULK = 200  # a cause's cases its bulk forms post: as many as bulk triage takes (views/review.py)
 BODY_CACHE_SECONDS = 24 * 3600
 # Columns of a run and its eval set that the compare page's request path never reads.
-_UNREAD_FIELDS = ("target", "summary", "input_overrides", "eval_ids", "error",
+_UNREAD_FIELDS = ("target", "input_overrides", "eval_ids", "error",
                   "evalset_version__description", "evalset_version__metadata", "evalset_version__default_config",
                   "evalset_version__evaluator_config", "evalset_version__warnings", "evalset_version__tags")
 FILTERS = ("all", *STATUSES)
@@ -187,6 +189,7 @@ class CauseFilter:
     triage_keys: tuple[str, ...]
     clear_url: str
     triage_choices: tuple[tuple[str, str], ...] = tuple(Triage.Status.choices)
+    assignees: tuple[tuple[int, str], ...] = ()  # members and admins: who the cause's cases can go to
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,12 @@ class ComparePage:
     improvements: tuple[Finding, ...] = ()
     causes: cause_reads.RunCauses | None = None  # the candidate's, against the baseline's
     cause: CauseFilter | None = None  # the cases table shows this cause's cases only
+    notices: tuple[Notice, ...] = ()  # criteria the candidate could not score, same or new against the baseline
+
+    @property
+    def unscored_url(self) -> str:
+        return reverse("compare") + "?" + urlencode({"baseline": self.baseline.pk, "candidate": self.candidate.pk,
+                                                     "status": comparison.UNSCORED}) + "#cases"
 
     @property
     def cause_base(self) -> str:
@@ -308,6 +317,7 @@ def compare_page(*, baseline: Run, candidate: Run, source: comparison.CaseSource
         regressions=tuple(found[comparison.REGRESSED]), improvements=tuple(found[comparison.IMPROVED]),
         causes=cause_reads.compared_causes(baseline=baseline, candidate=candidate),
         cause=_cause_filter(chosen, baseline, candidate, status, criterion) if chosen is not None else None,
+        notices=compared_notices(baseline=baseline, candidate=candidate),
     )
 
 
@@ -319,9 +329,12 @@ def _cause_filter(chosen: Any, baseline: Run, candidate: Run, status: str, crite
     params = {"baseline": baseline.pk, "candidate": candidate.pk, "status": status}
     if criterion:
         params["criterion"] = criterion
+    assignees = tuple(Membership.objects.filter(project_id=candidate.project_id, role__in=ASSIGNABLE_ROLES,
+                                                user__is_active=True).order_by("user__username")
+                      .values_list("user_id", "user__username")) if of_candidate else ()
     return CauseFilter(chosen.pk, chosen.signature, of_candidate, eval_ids if of_candidate else (),
                        tuple(f"{candidate.pk}:{baseline.pk}:{e}" for e in eval_ids) if of_candidate else (),
-                       reverse("compare") + "?" + urlencode(params) + "#cases")
+                       reverse("compare") + "?" + urlencode(params) + "#cases", assignees=assignees)
 
 
 def _scatter(source: comparison.CaseSource, criterion: str, candidate: Run, walk: Walk) -> str:
@@ -415,7 +428,7 @@ def compare(request: HttpRequest) -> HttpResponse:
 # it shows that can change, read in one SQL statement (below); a request that finds it costs
 # that statement and the session's and user's, and no template. Each part is text, so one
 # UNION serves both PostgreSQL and SQLite.
-PAGE_CACHE_VERSION = 2  # 2: the header names the baseline (pinned or not, what differs)
+PAGE_CACHE_VERSION = 3  # 2: the header names the baseline (pinned or not, what differs); 3: notices, issue 41
 _FINGERPRINT_SQL = """
 SELECT 'r', CAST(r.id AS TEXT), CAST(r.project_id AS TEXT), r.status, CAST(r.finished_at AS TEXT),
        r.name, r.model, r.branch, r.git_commit, CAST(e.id AS TEXT), e.name, e.eval_set_id,
@@ -533,6 +546,24 @@ def _body(request: HttpRequest, baseline: Run, candidate: Run, partial: bool) ->
     return body
 
 
+RUN_COLUMNS = ("baseline_run", "baseline_branch", "baseline_evalset_version",
+               "candidate_run", "candidate_branch", "candidate_evalset_version")
+
+
+def _with_runs(rows: Any, baseline: Run, candidate: Run) -> Any:
+    """The two runs, their branches and eval-set versions as the last columns of every row, so a
+    downloaded comparison says what it compared wherever it goes."""
+    iterator = iter(rows)
+    header = next(iterator, None)
+    if header is None:
+        return
+    yield [*header, *RUN_COLUMNS]
+    said = [baseline.pk, baseline.branch, baseline.evalset_version.number,
+            candidate.pk, candidate.branch, candidate.evalset_version.number]
+    for row in iterator:
+        yield [*row, *said]
+
+
 @login_required
 @require_GET
 def compare_csv(request: HttpRequest) -> StreamingHttpResponse:
@@ -548,7 +579,7 @@ def compare_csv(request: HttpRequest) -> StreamingHttpResponse:
     decided, comments = branch_decisions(evalset_id=candidate.evalset_version.evalset_id, branch=candidate.branch)
 
     def with_triage() -> Any:  # each case's decision on the candidate's branch and its last comment
-        rows = iter(comparison.csv_rows(summary, cases))
+        rows = iter(_with_runs(comparison.csv_rows(summary, cases), baseline, candidate))
         yield [*next(rows), *TRIAGE_COLUMNS]
         for row in rows:
             t = decided.get(row[0])

@@ -10,9 +10,11 @@
   (`arg_lines`), nested JSON only where it differs.
 - Scores with their thresholds and justifications, the trajectory steps, and the span
   waterfall of an ingested trace.
-- With a baseline: the case's comparison status, the baseline's calls aligned with the
-  candidate's, and previous / next links (keys k / j) through the comparison's filtered
-  list of cases, so a reviewer walks the regressions without losing the filters.
+- With a baseline (`?baseline=`, else the run's default baseline: every link that opens a
+  case, from the run page, a cause's example, the trend or the queue, lands on the same page):
+  the case's comparison status, the baseline's calls aligned with the candidate's, the triage
+  panel, and previous / next links (keys k / j) through the comparison's filtered list of
+  cases, so a reviewer walks the regressions without losing the filters.
 
 Everything shown is untrusted text: templates escape it, diffs are segments of plain text
 that the template wraps in <ins>/<del>.
@@ -46,6 +48,7 @@ from evaluations.evaluators.diffing import (
 )
 from evaluations.models import CaseResult, EvalCase, Run, Score, Span, Trace
 from evaluations.review import comparison
+from evaluations.review.baselines import baseline_choice
 from evaluations.review.drilldown import (
     CLOSE_ENOUGH,
     JudgedSteps,
@@ -606,6 +609,13 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
     baseline_id = parse_id(request.GET.get("baseline"))
     if request.GET.get("baseline") and baseline_id is None:
         raise Http404("no such run")
+    named = baseline_id is not None
+    if baseline_id is None:
+        # One drill-down whichever link opened it (the run page, a cause's example, the trend):
+        # the comparison it belongs to is the run's default baseline when none is named.
+        choice = baseline_choice(run)
+        if choice is not None and choice.run.is_finished:
+            baseline_id = choice.run.pk
     if baseline_id is not None and baseline_id != run.pk:
         baseline = get_object_or_404(runs_visible_to(request.user).select_related("evalset_version"), pk=baseline_id,
                                      project=run.project)
@@ -620,7 +630,9 @@ def run_case(request: HttpRequest, run_pk: int, result_pk: int) -> HttpResponse:
     triage_panel: dict[str, Any] | None = None
     if baseline is not None:
         source = comparison.comparison_source(baseline=baseline, candidate=run)
-        status = request.GET.get("status") or comparison.default_filter(source.head["counts"])
+        # a named comparison walks its filter (regressions first by default); the default one,
+        # reached from anywhere, walks every case in the comparison's order
+        status = request.GET.get("status") or (comparison.default_filter(source.head["counts"]) if named else "all")
         walk = Walk(baseline.pk, run.pk, status if status in FILTERS else "all", request.GET.get("q", "").strip())
         page.status, page.stepper = stepper(source, walk, result.case.eval_id, run)
         # The case's triage in this comparison: read by everyone, changed by members.

@@ -44,7 +44,7 @@ from evaluations.web.charts.nway import ParetoPoint, pareto_chart
 from evaluations.web.views.common import enter_project
 
 BODY_CACHE_SECONDS = 24 * 3600
-BODY_CACHE_VERSION = 1
+BODY_CACHE_VERSION = 2  # 2: the answer first, and what differs between the runs (issue 41)
 
 
 class _Count:
@@ -134,6 +134,7 @@ def _nway_body(request: HttpRequest, runs: list[Run], reference: Run, summary: n
         "runs_param": base["runs"], "reference": reference, "case_url": case_url,
         "csv_url": reverse("nway_csv") + "?" + urlencode({**base, "criterion": criterion, "sort": sort}),
         "columns": [(column.run, column.label) for column in summary.runs], "pending": summary.pending,
+        "answer": nway.answer(summary), "differences": nway.differences(runs),
         **dict(zip(("across", "across_total"), causes_across(runs), strict=True)),
     }, request)
 

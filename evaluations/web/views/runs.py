@@ -26,6 +26,7 @@ from evaluations.models import AuditEvent, Membership, Run
 from evaluations.ordering import config_in_order
 from evaluations.review import selectors as review_selectors
 from evaluations.review.causes import run_causes
+from evaluations.review.notices import notices_against
 from evaluations.review.selectors import baseline_link
 from evaluations.runs import listing, selectors
 from evaluations.runs import page as run_pages
@@ -282,12 +283,14 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             charts = _charts(page)
             if key and page.charts is not None:
                 cache.set(key, charts, timeout=24 * 3600)
+        vs = baseline_link(run)
         response = render(request, "evaluations/runs/detail.html",
                           {"page": page, "run": page.run, "table": page.table, "charts": charts,
                            "pinned": run.evalset_version.evalset.baseline_run_id == run.pk,
                            "can_admin": role == Membership.Role.ADMIN, "history": object_history(run),
                            "parity_notes": parity_notes(config_in_order(run.config, run.criteria_order)),
-                           "vs": baseline_link(run), "live": live_status(run) if page.run.is_active else None,
+                           "vs": vs, "notices": notices_against(run, vs.baseline_pk if vs else None),
+                           "live": live_status(run) if page.run.is_active else None,
                            "traces_waiting": traces_waiting(run),
                            "causes": run_causes(run) if run.is_finished else None,
                            "causes_base": reverse("run_detail", args=[run.pk]) + "?cause="})

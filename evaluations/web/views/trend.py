@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET
 from evaluations.models import CaseResult, EvalCase, EvalSet, Run
 from evaluations.review import comparison
 from evaluations.review.causes import causes_since
-from evaluations.review.selectors import FAILING, TREND_RUNS, first_failing, run_label
+from evaluations.review.selectors import TREND_RUNS, branch_streak, run_label
 from evaluations.web.charts import to_html
 from evaluations.web.charts.compare import HeatmapRow, TrendPoint, case_heatmap, latency_trend, pass_rate_trend
 from evaluations.web.charts.svg import to_svg
@@ -45,6 +45,7 @@ class FailingCase:
     since_url: str | None  # the first failing result, compared with the run before it
     runs_failing: int
     now_url: str | None = None  # the latest run's result, compared with the run before it
+    since_pk: int = 0  # the run the streak began in: "since #10", as the causes say it
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class TrendPage:
     branches: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     version_changes: tuple[VersionChange, ...] = ()  # where the eval set's version changed (issue 18)
+    streak_branch: str = ""  # the latest run's branch: where failing streaks are counted
 
 
 def run_axis_labels(runs: list[Run]) -> list[str]:
@@ -164,24 +166,26 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
 
     rows, failing = [], []
     position = {run_id: i for i, run_id in enumerate(run_ids)}
+    # A case's failing streak is counted on the latest run's branch, as its causes' are
+    # (`causes.causes_since`): a passing run of another branch does not end it.
+    branch = runs[-1].branch
+    on_branch = [i for i, run in enumerate(runs) if run.branch == branch]
     for eval_id in shown:
         cells = [comparison.case_outcome(outcomes.get((eval_id, run_id), [])) or "none" for run_id in run_ids]
-        since = first_failing(cells)
+        since, runs_failing = branch_streak(cells, [run.branch for run in runs])
         urls = [cell_url(run_id, first_pk.get((eval_id, run_id)), run_ids[i - 1] if i else None)
                 for i, run_id in enumerate(run_ids)]
         rows.append(HeatmapRow(eval_id, cells, since, urls))
         if since is not None:
             run = runs[since]
             result_pk = first_pk.get((eval_id, run.pk))
-            before = next((runs[i] for i in range(since - 1, -1, -1)
-                           if cells[i] != "none"), None)
+            before = next((runs[i] for i in reversed(on_branch) if i < since and cells[i] != "none"), None)
             url: str | None = None
             if result_pk is not None:
                 url = reverse("run_case", args=[run.pk, result_pk])
                 if before is not None:
                     url += f"?baseline={before.pk}&status=all"
-            failing.append(FailingCase(eval_id, labels[position[run.pk]], url,
-                                       sum(1 for c in cells[since:] if c in FAILING), urls[-1]))
+            failing.append(FailingCase(eval_id, labels[position[run.pk]], url, runs_failing, urls[-1], run.pk))
     paginated.object_list = shown
     changes = _version_changes(evalset, runs, labels)
     return TrendPage(
@@ -192,7 +196,7 @@ def trend_page(*, evalset: EvalSet, page: Any, failing_only: bool, branch: str =
         latency_html=to_svg(mark_version_changes(latency_trend(points), changes)),
         version_changes=tuple(changes),
         heatmap_html=to_html(case_heatmap(rows, labels)) if rows else "", cases=paginated, failing=failing,
-        failing_only=failing_only, more_runs=more_runs, **filters,
+        failing_only=failing_only, more_runs=more_runs, streak_branch=branch, **filters,
     )
 
 
