@@ -256,7 +256,10 @@ def test_a_promptfoo_is_json_schema_is_kept_unscored_and_never_fetched(acme: Pro
         AgentOutput.model_validate({"eval_id": case.eval_id, "turns": [{"final_response": '{"city": 1}'}]})])
     run = runs.run_execute_here(run.pk)
     scored = {s.criterion: s for s in Score.objects.filter(run=run, applies_to="conversation")}
-    assert "promptfoo_is_json" not in scored and scored["promptfoo_contains"].passed is True
+    # kept unscored: a `not runnable` score the run's notices count, never a verdict from the schema
+    assert scored["promptfoo_is_json"].score is None and scored["promptfoo_is_json"].passed is None
+    assert "not runnable" in scored["promptfoo_is_json"].error
+    assert scored["promptfoo_contains"].passed is True
     assert secrets.hits == []
 
 

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from evaluations.schemas.evalset import EvalCase as NativeCase
-from tests.migration_helpers import old_chain_executor
+from tests.migration_helpers import old_chain_executor, walking_the_old_chain
 
 BEFORE = [("evaluations", "0009_triage_unique_per_branch")]
 AFTER = [("evaluations", "0010_curation")]
@@ -40,56 +40,56 @@ def _cases(texts: list[str]) -> list[dict]:
 
 @pytest.mark.django_db(transaction=True)
 def test_existing_versions_keep_their_cases_and_are_found_again_by_content() -> None:
-    executor = old_chain_executor(connection)
-    executor.migrate(BEFORE)
-    apps = executor.loader.project_state(BEFORE).apps
-    Project = apps.get_model("evaluations", "Project")
-    EvalSet = apps.get_model("evaluations", "EvalSet")
-    Version = apps.get_model("evaluations", "EvalSetVersion")
-    Case = apps.get_model("evaluations", "EvalCase")
-    project = Project.objects.create(slug="p", name="P")
-    evalset = EvalSet.objects.create(project=project, eval_set_id="s", name="S")
-    contents = {1: _cases(["one", "two", "three"]), 2: _cases(["one", "deux", "three", "four"])}
-    for number, cases in contents.items():
-        version = Version.objects.create(
-            evalset=evalset,
-            number=number,
-            content_hash=f"old-{number}",
-            source_format="native",
-            source_filename="s.json",
-            name="S",
-        )
-        for position, case in enumerate(cases):
-            Case.objects.create(
-                version=version,
-                position=position,
-                eval_id=case["eval_id"],
-                name=case["name"],
-                tags=case["tags"],
-                metadata=case["metadata"],
-                session_input=case["session_input"],
-                conversation=case["conversation"],
-                rubrics=case["rubrics"],
-                criteria=case["criteria"],
-                conversation_scenario=case["conversation_scenario"],
+    with walking_the_old_chain(connection) as executor:
+        executor.migrate(BEFORE)
+        apps = executor.loader.project_state(BEFORE).apps
+        Project = apps.get_model("evaluations", "Project")
+        EvalSet = apps.get_model("evaluations", "EvalSet")
+        Version = apps.get_model("evaluations", "EvalSetVersion")
+        Case = apps.get_model("evaluations", "EvalCase")
+        project = Project.objects.create(slug="p", name="P")
+        evalset = EvalSet.objects.create(project=project, eval_set_id="s", name="S")
+        contents = {1: _cases(["one", "two", "three"]), 2: _cases(["one", "deux", "three", "four"])}
+        for number, cases in contents.items():
+            version = Version.objects.create(
+                evalset=evalset,
+                number=number,
+                content_hash=f"old-{number}",
+                source_format="native",
+                source_filename="s.json",
+                name="S",
             )
-    executor = old_chain_executor(connection)
-    executor.migrate(AFTER)
-    executor = old_chain_executor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+            for position, case in enumerate(cases):
+                Case.objects.create(
+                    version=version,
+                    position=position,
+                    eval_id=case["eval_id"],
+                    name=case["name"],
+                    tags=case["tags"],
+                    metadata=case["metadata"],
+                    session_input=case["session_input"],
+                    conversation=case["conversation"],
+                    rubrics=case["rubrics"],
+                    criteria=case["criteria"],
+                    conversation_scenario=case["conversation_scenario"],
+                )
+        executor = old_chain_executor(connection)
+        executor.migrate(AFTER)
+        executor = old_chain_executor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())  # the checks below read with today's models
 
-    from evaluations.evalsets.services import evalset_import
-    from evaluations.interop import SourceFile
-    from evaluations.models import EvalCase, EvalSetVersion
-    from evaluations.models import Project as CurrentProject
+        from evaluations.evalsets.services import evalset_import
+        from evaluations.interop import SourceFile
+        from evaluations.models import EvalCase, EvalSetVersion
+        from evaluations.models import Project as CurrentProject
 
-    v1, v2 = EvalSetVersion.objects.filter(evalset__eval_set_id="s").order_by("number")
-    assert {(c.valid_from, c.valid_to) for c in EvalCase.objects.filter(version=v1)} == {(1, 2)}
-    assert {(c.valid_from, c.valid_to) for c in EvalCase.objects.filter(version=v2)} == {(2, OPEN)}
-    assert [c.eval_id for c in EvalCase.objects.in_version(v1).order_by("position")] == ["c0", "c1", "c2"]
-    assert all(len(c.content_hash) == 64 for c in EvalCase.objects.all())
-    project = CurrentProject.objects.get(slug="p")
-    for version, number in ((v1, 1), (v2, 2)):
-        doc = {"eval_set_id": "s", "name": "S", "eval_cases": contents[number]}
-        [again] = evalset_import(project=project, files=[SourceFile("s.evalset.json", json.dumps(doc).encode())])
-        assert not again.created and again.version.pk == version.pk
+        v1, v2 = EvalSetVersion.objects.filter(evalset__eval_set_id="s").order_by("number")
+        assert {(c.valid_from, c.valid_to) for c in EvalCase.objects.filter(version=v1)} == {(1, 2)}
+        assert {(c.valid_from, c.valid_to) for c in EvalCase.objects.filter(version=v2)} == {(2, OPEN)}
+        assert [c.eval_id for c in EvalCase.objects.in_version(v1).order_by("position")] == ["c0", "c1", "c2"]
+        assert all(len(c.content_hash) == 64 for c in EvalCase.objects.all())
+        project = CurrentProject.objects.get(slug="p")
+        for version, number in ((v1, 1), (v2, 2)):
+            doc = {"eval_set_id": "s", "name": "S", "eval_cases": contents[number]}
+            [again] = evalset_import(project=project, files=[SourceFile("s.evalset.json", json.dumps(doc).encode())])
+            assert not again.created and again.version.pk == version.pk
