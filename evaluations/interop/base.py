@@ -15,6 +15,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -44,6 +45,133 @@ def too_many_cases(name: str | None) -> EvalSetImportError:
         f"the file holds more than {limit:,} cases, rows or outputs (EVALSITE_MAX_CASES)", file=name)])
 
 PathPart = str | int
+
+TOO_LARGE_A_NUMBER = "a number past the largest evalsite keeps (about 1.8e308)"
+
+
+def as_float(value: int | float) -> float | None:
+    """A JSON number as a float; None for an integer past the largest float, which Python
+    refuses to convert (OverflowError) where JavaScript would make it Infinity."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+# --- What an upload expands to ------------------------------------------------------------------
+#
+# A file's size is checked before it is read (EVALSITE_MAX_UPLOAD_MB), but a small file can stand
+# for much more: a zip or an Inspect `.eval` log inflates its members, an Inspect sample puts its
+# attachments back wherever `attachment://<hash>` names them, a YAML alias repeats what its anchor
+# holds, and a promptfoo suite copies its defaultTest, its tests files and its vars into every
+# test. Each is counted as it happens against a budget of the whole upload (one `Expansion`,
+# opened by the entry points: `read_upload`, `read_outputs`, `read_results`), so a 10 KB file
+# can make the server do no more than a file of the upload limit could.
+
+
+def _setting_bytes(name: str) -> int:
+    """An expansion limit in bytes: its setting, else the upload limit (tests change that one)."""
+    from django.conf import settings
+
+    value = getattr(settings, name, None)
+    return int(value) if value else int(settings.EVALSITE_MAX_UPLOAD_BYTES)
+
+
+def max_unpacked_bytes() -> int:
+    """EVALSITE_MAX_UNPACKED_MB: what the members of an upload's zips and `.eval` logs may
+    inflate to, all together."""
+    return _setting_bytes("EVALSITE_MAX_UNPACKED_BYTES")
+
+
+def max_expanded_bytes() -> int:
+    """EVALSITE_MAX_EXPANDED_MB: what following references (attachments, YAML aliases, copies
+    into every case) may add to an upload."""
+    return _setting_bytes("EVALSITE_MAX_EXPANDED_BYTES")
+
+
+# The structure evalsite's native form gives a case beyond the text of its fields (a one-line CSV
+# row becomes ~350 characters of JSON columns); allowed per case on top of the upload's own bytes.
+CASE_ALLOWANCE = 2048
+
+
+@dataclass
+class Expansion:
+    """What one upload has unpacked and expanded so far, against its limits."""
+
+    unpacked_limit: int
+    expanded_limit: int
+    unpacked: int = 0
+    expanded: int = 0
+    own: int = 0  # the bytes of the upload's files, as the readers see them (zips unpacked)
+    stored: int = 0  # the characters of the cases made from them, as stored
+    cases: int = 0
+    _counted: set[int] = field(default_factory=set)
+
+    @classmethod
+    def from_settings(cls) -> Expansion:
+        return cls(max_unpacked_bytes(), max_expanded_bytes())
+
+    def unpack(self, size: int, *, file: str, what: str, key: Any = None) -> None:
+        """Count `size` bytes about to be inflated (`what`, in `file`) before inflating them;
+        with `key`, only once for that key (a log opened by a sniffer and then its reader)."""
+        if key is not None:
+            if id(key) in self._counted:
+                return
+            self._counted.add(id(key))
+        self.unpacked += size
+        if self.unpacked > self.unpacked_limit:
+            total = f" ({self.unpacked:,} with the rest of the upload)" if self.unpacked != size else ""
+            raise EvalSetImportError("too_expanded", [Problem(
+                f"{what} inflate to {size:,} bytes{total}: over the {self.unpacked_limit:,} bytes an upload may "
+                "unpack to (EVALSITE_MAX_UNPACKED_MB)", file=file)], final=True)
+
+    def expand(self, size: int, *, file: str | None, what: str, case: str | None = None, path: str | None = None,
+               line: int | None = None, column: int | None = None) -> None:
+        """Count `size` bytes that following a reference adds (`what`: the references)."""
+        self.expanded += size
+        if self.expanded > self.expanded_limit:
+            raise EvalSetImportError("too_expanded", [Problem(
+                f"{what} add more than the {self.expanded_limit:,} bytes an upload may expand by "
+                "(EVALSITE_MAX_EXPANDED_MB)", file=file, case=case, path=path, line=line, column=column)], final=True)
+
+    def store(self, characters: int, *, file: str | None, case: str | None) -> None:
+        """Count a case as stored: the cases of an upload hold at most its own bytes, CASE_ALLOWANCE
+        a case and the expansion limit (what defaults, tests files and vars copied into every
+        case add, whichever reader made them)."""
+        self.stored += characters
+        self.cases += 1
+        allowed = self.own + CASE_ALLOWANCE * self.cases + self.expanded_limit
+        if self.stored > allowed:
+            raise EvalSetImportError("too_expanded", [Problem(
+                f"the cases made from this file hold {self.stored:,} characters, more than its "
+                f"{self.own:,} bytes, {CASE_ALLOWANCE:,} a case and the {self.expanded_limit:,} bytes an upload may "
+                "expand by (EVALSITE_MAX_EXPANDED_MB): defaults, files or vars repeated in every case",
+                file=file, case=case)], final=True)
+
+
+_EXPANSION: ContextVar[Expansion | None] = ContextVar("evalsite_upload_expansion", default=None)
+
+
+@contextmanager
+def expansion() -> Iterator[Expansion]:
+    """The budget of the upload being read: a new one, or the one already open (a results
+    import reading the eval set its file carries shares its budget)."""
+    current = _EXPANSION.get()
+    if current is not None:
+        yield current
+        return
+    budget = Expansion.from_settings()
+    token = _EXPANSION.set(budget)
+    try:
+        yield budget
+    finally:
+        _EXPANSION.reset(token)
+
+
+def current_expansion() -> Expansion:
+    """The open upload's budget, or a budget of its own for a file read outside an upload (an
+    evaluator's YAML, an export read back)."""
+    return _EXPANSION.get() or Expansion.from_settings()
+
 
 
 @dataclass(frozen=True)
@@ -84,12 +212,18 @@ class Problem:
 
 
 class EvalSetImportError(Exception):
-    """An upload that cannot be imported. `code` is stable for API clients and tests."""
+    """An upload that cannot be imported. `code` is stable for API clients and tests.
 
-    def __init__(self, code: str, problems: Sequence[Problem] | str, *, total: int | None = None):
+    `final`: what is wrong is wrong whoever reads the file (it expands past a limit, it holds
+    an integer Python will not read), so detection reports it rather than letting the next
+    reader try the file and the upload end in "no eval set found"."""
+
+    def __init__(self, code: str, problems: Sequence[Problem] | str, *, total: int | None = None,
+                 final: bool = False):
         if isinstance(problems, str):
             problems = [Problem(problems)]
         self.code = code
+        self.final = final
         self.total = total if total is not None else len(problems)
         self.problems = list(problems)[:MAX_REPORTED_PROBLEMS]
         super().__init__(self.summary())
@@ -107,6 +241,14 @@ class EvalSetImportError(Exception):
             "problems": [p.as_dict() for p in self.problems],
             "problem_count": self.total,
         }
+
+
+def json_error(exc: json.JSONDecodeError, name: str, *, line: int | None = None) -> EvalSetImportError:
+    """The located `invalid_json` error of a file (`line`: of a JSON line, whose own line is 1).
+    An integer too long to read is `final`: valid JSON, but no reader gets past it."""
+    return EvalSetImportError("invalid_json", [Problem(
+        safejson.describe(exc), file=name,
+        line=exc.lineno if line is None else line, column=exc.colno)], final=isinstance(exc, safejson.TooLongNumber))
 
 
 _CSV_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -183,6 +325,8 @@ class SourceFile:
         times over once its eval set has been read."""
         for cached in ("text", "json", "json_outline", "jsonl", "csv_header", "csv_rows", "_item_spans"):
             self.__dict__.pop(cached, None)
+        for cached in [key for key in self.__dict__ if key.startswith("_cache_")]:  # a reader's own
+            self.__dict__.pop(cached)
 
     @cached_property
     def json(self) -> Any:
@@ -195,10 +339,7 @@ class SourceFile:
             # not keeping it saves a copy of the file for the whole import.
             return safejson.loads(self.data)
         except json.JSONDecodeError as exc:
-            raise EvalSetImportError(
-                "invalid_json",
-                [Problem(f"not valid JSON: {exc.msg}", file=self.name, line=exc.lineno, column=exc.colno)],
-            ) from None
+            raise json_error(exc, self.name) from None
 
     @cached_property
     def json_outline(self) -> Any:
@@ -233,10 +374,13 @@ class SourceFile:
             return _outline_of(self.json)
 
     def try_outline(self) -> tuple[Any, str | None]:
-        """(outline, None) or (None, why it is not JSON): for sniffing without raising."""
+        """(outline, None) or (None, why it is not JSON): for sniffing without raising (but a
+        `final` error is raised: no reader can read past it)."""
         try:
             return self.json_outline, None
         except EvalSetImportError as exc:
+            if exc.final:
+                raise
             return None, exc.problems[0].message
 
     def iter_json_items(self, key: str) -> Iterator[Any]:
@@ -279,10 +423,13 @@ class SourceFile:
                 yield item, False
 
     def try_json(self) -> tuple[Any, str | None]:
-        """(document, None) or (None, why it is not JSON): for sniffing without raising."""
+        """(document, None) or (None, why it is not JSON): for sniffing without raising (but a
+        `final` error is raised)."""
         try:
             return self.json, None
         except EvalSetImportError as exc:
+            if exc.final:
+                raise
             return None, exc.problems[0].message
 
     @cached_property
@@ -301,10 +448,7 @@ class SourceFile:
             try:
                 rows.append((lineno, safejson.loads(line)))
             except json.JSONDecodeError as exc:
-                raise EvalSetImportError(
-                    "invalid_json",
-                    [Problem(f"not valid JSON: {exc.msg}", file=self.name, line=lineno, column=exc.colno)],
-                ) from None
+                raise json_error(exc, self.name, line=lineno) from None
         return rows
 
     @cached_property
@@ -558,9 +702,11 @@ def json_lines(file: SourceFile, problems: list[Problem] | None = None) -> list[
             continue
         try:
             rows.append((lineno, safejson.loads(text)))
+        except safejson.TooLongNumber as exc:
+            raise json_error(exc, file.name, line=lineno) from None
         except json.JSONDecodeError as exc:
             if problems is not None:
-                problems.append(Problem(f"not valid JSON: {exc.msg}", file=file.name, line=lineno, column=exc.colno))
+                problems.append(Problem(safejson.describe(exc), file=file.name, line=lineno, column=exc.colno))
     return rows
 
 

@@ -37,6 +37,7 @@ from evaluations.interop.base import (
     PathPart,
     Problem,
     SourceFile,
+    expansion,
     format_path,
     gc_paused,
     locate,
@@ -102,7 +103,7 @@ class ReadOutput:
 
 def read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
     """Every output in `files`, in file order; raises `EvalSetImportError` on bad input."""
-    with gc_paused():  # 10,000 outputs stay alive: each automatic collection walked them all again
+    with gc_paused(), expansion():  # 10,000 outputs stay alive: each automatic collection walked them all again
         return _read_outputs(files)
 
 
@@ -210,7 +211,7 @@ def _read_lines(file: SourceFile, problems: Problems) -> list[ReadOutput]:
         try:
             row = safejson.loads(line)
         except json.JSONDecodeError as exc:
-            problems.add(file, Text(None, lineno), (), f"not valid JSON: {exc.msg}", column=exc.colno)
+            problems.add(file, Text(None, lineno), (), safejson.describe(exc), column=exc.colno)
             continue
         read = _native(row, file, where, (), problems)
         if read is not None:
