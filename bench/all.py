@@ -271,6 +271,17 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
                           pf["import_ratio"]))
     figures.append(Figure(f"promptfoo_* criteria, {_size(n)} outputs x 4", pf["scoring_seconds"], "s",
                           "<= 3x floor", pf["scoring_ratio"]))
+    # issue 38: every upload path's memory per MB it reads, on ordinary files and on hostile ones.
+    print("upload memory benchmark (every upload path; the hostile files of tests/data/fuzz/uploads)...", flush=True)
+    up = run_bench("upload_memory_bench.py", *(("--quick",) if sizes is QUICK else ()))
+    figures.append(Figure(f"upload memory, worst path per MB read ({up['worst_slope_of']})", up["worst_slope"], "x",
+                          "<= 4x", up["worst_slope"] / max(up["floor_slope"], 1e-9)))
+    figures.append(Figure("upload memory, paths and formats within 4x", up["within_4x"], "score",
+                          f"{up['paths']} of {up['paths']}"))
+    figures.append(Figure("hostile uploads refused (API and CLI, every path)", up["refused"], "score",
+                          f"{up['hostile_count']} of {up['hostile_count']}"))
+    figures.append(Figure("hostile uploads, largest worker growth", up["worst_hostile_mb"], "MB",
+                          "bounded by the expansion limits"))
     if postgres:
         print("recovery benchmark on PostgreSQL (database drop, killed worker)...", flush=True)
         with scratch_database(postgres) as url:

@@ -351,7 +351,9 @@ EVALSITE_MAX_CASES = env_int("EVALSITE_MAX_CASES", 100_000)
 # Let Django accept the multipart body; evalsite checks each file itself so the error says
 # which file was too large instead of a bare 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# An uploaded file above this goes to a temporary file and is read from there once: in memory it
+# would be there twice while it is read (the request's buffer and the bytes read from it).
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 500
 
 # --- HTTP target egress (SSRF policy, evaluations/runs/targets/egress.py) -----------------------

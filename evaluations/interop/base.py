@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
@@ -251,6 +252,10 @@ def json_error(exc: json.JSONDecodeError, name: str, *, line: int | None = None)
         line=exc.lineno if line is None else line, column=exc.colno)], final=isinstance(exc, safejson.TooLongNumber))
 
 
+_BLANK = re.compile(rb"(?:\xef\xbb\xbf)?\s*")
+_UTF8_BOM = b"\xef\xbb\xbf"
+_CSV_BYTE_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_RARE_BREAK = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _CSV_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
@@ -311,7 +316,42 @@ class SourceFile:
         )
 
     def is_blank(self) -> bool:
-        return not self.data or self.data.isspace()  # no copy, unlike strip()
+        return not self.data or _BLANK.fullmatch(self.data) is not None  # no copy, unlike strip()
+
+    def _utf8_lines(self) -> bool:
+        """Whether the lines are best read from the bytes a line at a time (UTF-8, not yet
+        decoded whole): each line decoded as it is read, no decoded copy of the file kept."""
+        if "text" in self.__dict__ or self.data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            return False
+        self.check_encoding()  # the located error, from one decode that is not kept
+        return True
+
+    def csv_lines(self) -> Iterator[str]:
+        """The lines as `open(newline="")` splits them (on \\r\\n, \\r or \\n, kept), for csv.reader."""
+        if not self._utf8_lines():
+            yield from _csv_lines(self.text)
+            return
+        for match in _CSV_BYTE_LINE.finditer(self.data, 3 if self.data.startswith(_UTF8_BOM) else 0):
+            yield match.group().decode("utf-8")
+
+    def json_line_texts(self) -> Iterator[str]:
+        """The lines as `str.splitlines()` splits them, for JSON lines: on \\n from the bytes, and
+        a line holding one of the rarer breaks (\\r, \\x0b, \\x0c, \\x1c-\\x1e, U+0085, U+2028,
+        U+2029) split again."""
+        if not self._utf8_lines():
+            yield from self.text.splitlines()
+            return
+        data, end = self.data, len(self.data)
+        position = 3 if data.startswith(_UTF8_BOM) else 0
+        while position < end:
+            newline = data.find(b"\n", position)
+            stop = end if newline < 0 else newline
+            line = data[position:stop].decode("utf-8")
+            if _RARE_BREAK.search(line):
+                yield from line.splitlines() or [""]
+            else:
+                yield line
+            position = stop + 1
 
     def check_encoding(self) -> None:
         """Raise the located `encoding` error for a file that is not UTF-8 (or UTF-16 with a
@@ -455,9 +495,9 @@ class SourceFile:
     def csv_header(self) -> list[str]:
         """The CSV's header (its first record) alone; raises a located error when there is none
         or it is too wide. Sniffing needs no more, so no reader holds every row to choose."""
-        if not self.text.strip():
+        if self.is_blank():
             raise EvalSetImportError("empty", [Problem("the file is empty", file=self.name)])
-        reader = csv.reader(_csv_lines(self.text))
+        reader = csv.reader(self.csv_lines())
         try:
             header = [h.strip() for h in next(reader)]
         except csv.Error as exc:
@@ -476,7 +516,7 @@ class SourceFile:
         `columns`, a row holds only those (a pass that needs a few columns builds no more)."""
         header = self.csv_header
         wanted = None if columns is None else [(i, h) for i, h in enumerate(header) if h in set(columns)]
-        reader = csv.reader(_csv_lines(self.text))
+        reader = csv.reader(self.csv_lines())
         limit = max_cases()
         count = 0
         try:
@@ -693,21 +733,27 @@ def _skip_rest_of_array(events: Iterator[tuple[str, Any]]) -> None:
                 return
 
 
-def json_lines(file: SourceFile, problems: list[Problem] | None = None) -> list[tuple[int, Any]]:
-    """(line number, value) for each non-blank line that is JSON; with `problems`, a located
-    problem for each line that is not (for readers that report every problem, not the first)."""
-    rows = []
-    for lineno, text in enumerate(file.text.splitlines(), start=1):
-        if not text.strip():
+def json_lines(file: SourceFile, problems: list[Problem] | None = None, first: int | None = None
+               ) -> list[tuple[int, Any]]:
+    """(line number, value) for each non-blank line that is JSON (of the `first` ones: a sniffer
+    needs no more); with `problems`, a located problem for each line that is not (for readers
+    that report every problem, not the first)."""
+    return list(islice(iter_json_lines(file, problems), first))
+
+
+def iter_json_lines(file: SourceFile, problems: list[Problem] | None = None) -> Iterator[tuple[int, Any]]:
+    """`json_lines` one line at a time: what a reader of a large JSONL file walks twice rather
+    than hold every line's value (its ids first, then each case to the sink)."""
+    for lineno, line in enumerate(file.json_line_texts(), start=1):
+        if not line.strip():
             continue
         try:
-            rows.append((lineno, safejson.loads(text)))
+            yield lineno, safejson.loads(line)
         except safejson.TooLongNumber as exc:
             raise json_error(exc, file.name, line=lineno) from None
         except json.JSONDecodeError as exc:
             if problems is not None:
                 problems.append(Problem(safejson.describe(exc), file=file.name, line=lineno, column=exc.colno))
-    return rows
 
 
 @dataclass

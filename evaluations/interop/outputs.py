@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,6 +115,10 @@ def _read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
     for file in sources:
         with nul_free([file.data]):  # one scan of the bytes instead of a walk per output
             read.extend(_read_file(file, problems))
+        if not problems.items:
+            # The parsed document is not needed past its outputs (its strings are theirs now);
+            # its text only to locate problems, which a file with none does not have.
+            file.__dict__.pop("json", None)
     schema_count = len(problems.items)
     _check_duplicates(read, problems)
     if problems.items:
@@ -134,6 +139,9 @@ def _read_file(file: SourceFile, problems: Problems) -> list[ReadOutput]:
         return _read_lines(file, problems)
     if file.is_blank():
         raise EvalSetImportError("empty", [Problem("the file is empty", file=file.name)])
+    streamed = _read_array(file, problems)
+    if streamed is not None:
+        return streamed
     try:
         doc = file.json
     except EvalSetImportError:
@@ -165,6 +173,53 @@ def _read_file(file: SourceFile, problems: Problems) -> list[ReadOutput]:
     if len(rows) > max_cases():
         raise too_many_cases(file.name)
     return [r for path, row in rows if (r := _native(row, file, where, path, problems)) is not None]
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_space(text: str, position: int) -> int:
+    found = _SPACE.match(text, position)
+    return found.end() if found else position
+
+
+def _read_array(file: SourceFile, problems: Problems) -> list[ReadOutput] | None:
+    """The outputs of a file that is one JSON list, each parsed and validated in turn: the
+    whole list's values (five times its text) are never in memory together. None for any
+    other file, or one the stream cannot read (the whole-document path says why, and where)."""
+    text = file.text
+    start = _skip_space(text, 0)
+    if text[start:start + 1] != "[":
+        return None
+    try:
+        safejson.check_depth(file.data)
+    except safejson.TooDeep:
+        return None
+    where, decoder, out = Text(text), json.JSONDecoder(), []
+    limit, before = max_cases(), len(problems.items)
+    position = _skip_space(text, start + 1)
+    index = 0
+    try:
+        while index or text[position] != "]":  # after a comma, raw_decode refuses "]"
+            row, position = decoder.raw_decode(text, position)
+            if index >= limit:
+                raise too_many_cases(file.name)
+            read = _native(row, file, where, (index,), problems)
+            if read is not None:
+                out.append(read)
+            index += 1
+            position = _skip_space(text, position)
+            if text[position] == "]":
+                break
+            if text[position] != ",":
+                raise ValueError("expected , or ]")
+            position = _skip_space(text, position + 1)
+        if _skip_space(text, position + 1) != len(text):
+            raise ValueError("extra data")
+    except (ValueError, IndexError):  # JSONDecodeError, an integer too long, the text ends
+        del problems.items[before:]
+        return None
+    return out
 
 
 def _is_json_lines(file: SourceFile) -> bool:
@@ -202,7 +257,7 @@ def _read_lines(file: SourceFile, problems: Problems) -> list[ReadOutput]:
     if file.is_blank():
         raise EvalSetImportError("empty", [Problem("the file is empty", file=file.name)])
     limit = max_cases()
-    for lineno, line in enumerate(file.text.splitlines(), start=1):
+    for lineno, line in enumerate(file.json_line_texts(), start=1):
         if not line.strip():
             continue
         if len(out) >= limit:

@@ -197,7 +197,7 @@ class DeepEvalReader:
             return None
         if file.suffix == "jsonl":
             keys = set()
-            for _, row in json_lines(file)[:200]:
+            for _, row in json_lines(file, first=200):
                 if isinstance(row, dict):
                     keys |= set(row)
             return _refusal_for_keys(keys, "key")

@@ -95,16 +95,19 @@ def derive_ids(descriptions: list[str | None]) -> list[str]:
 # --- The reader ------------------------------------------------------------------------------
 
 
+_YAML_CACHE = "_cache_promptfoo_yaml"  # SourceFile.release() drops it with the file's other caches
+
+
 def _yaml_doc(file: SourceFile) -> tuple[Any, Any]:
     """(document, node tree) of a YAML file, cached on the file; raises the located error."""
-    cached = file.__dict__.get("_cache_promptfoo_yaml")
+    cached = file.__dict__.get(_YAML_CACHE)
     if cached is None:
         try:
             cached = load_yaml(file.text)
         except YamlError as exc:
             raise EvalSetImportError(exc.code, [Problem(str(exc), file=file.name, line=exc.line, column=exc.column)],
                                      final=exc.final) from None
-        file.__dict__["_cache_promptfoo_yaml"] = cached
+        file.__dict__[_YAML_CACHE] = cached
     return cached
 
 
@@ -208,10 +211,20 @@ class _Suite:
             raise too_many_cases(self.file.name)
         ids = derive_ids([t[0].get("description") if isinstance(t[0].get("description"), str) else None
                           for t in tests])
+        metadata = {k: v for k, v in doc.items() if k not in ("description", "tests", "defaultTest")}
+        # From here the tests are held by `tests` alone, each let go once its case is made: a
+        # config's values take about five times its text, its cases' rows three.
+        del doc
+        for source in (self.file, *self.used.values()):
+            source.__dict__.pop(_YAML_CACHE, None)
         cases: list[EvalCase] = []
         criteria_config: dict[str, CriterionConfig] = {}
         unscored = Counter[str]()
-        for (test, where, tnode, path), eval_id in zip(tests, ids, strict=True):
+        pending: list[Any] = tests
+        del tests
+        for index, eval_id in enumerate(ids):
+            test, where, tnode, path = pending[index]
+            pending[index] = None
             case = self._case(test, where, tnode, path, eval_id, default_vars, default_asserts, template,
                               criteria_config, unscored)
             if case is not None:
@@ -225,7 +238,6 @@ class _Suite:
             listed = ", ".join(f"{kind}: {n}" for kind, n in unscored.most_common())
             self.warnings.append(f"{sum(unscored.values())} promptfoo assertion(s) are kept in their cases but not "
                                  f"scored by evalsite ({listed}): see docs/evalsets.md, promptfoo")
-        metadata = {k: v for k, v in doc.items() if k not in ("description", "tests", "defaultTest")}
         if header_default:
             metadata["defaultTest"] = header_default
         evalset = EvalSet(eval_set_id=suite_id(self.file.name, description),
