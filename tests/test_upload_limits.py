@@ -23,7 +23,8 @@ from django.urls import reverse
 
 from evaluations.evalsets.services import evalset_import
 from evaluations.interop import SourceFile, read_upload
-from evaluations.interop.base import EvalSetImportError, max_expanded_bytes, max_unpacked_bytes
+from evaluations.interop.base import EvalSetImportError
+from evaluations.interop.limits import max_expanded_bytes, max_unpacked_bytes
 from evaluations.interop.outputs import read_outputs
 from evaluations.interop.results import read_results
 from evaluations.models import EvalCase, EvalSet, EvalSetVersion, Project, Run
@@ -55,7 +56,7 @@ PROBE = """
 import json, django
 from django.conf import settings
 django.setup()
-from evaluations.interop.base import max_expanded_bytes, max_unpacked_bytes
+from evaluations.interop.limits import max_expanded_bytes, max_unpacked_bytes
 print(json.dumps([settings.EVALSITE_MAX_UPLOAD_BYTES, max_unpacked_bytes(), max_expanded_bytes()]))
 """
 
@@ -155,7 +156,7 @@ def test_zips_in_one_upload_are_limited_together(settings: Any) -> None:
         {"eval_set_id": "a", "eval_cases": []}).encode()])])
     read_upload_error = _refused(lambda: read_upload([SourceFile("one.zip", one), SourceFile("two.zip", one)]))
     assert read_upload_error.code == "too_expanded" and read_upload_error.problems[0].file == "two.zip"
-    assert re.search(r"inflate to 61,\d{3} bytes \(122,\d{3} with the rest of the upload\): over the 102,400",
+    assert re.search(r"the zip.s data file inflates to 61,\d{3} bytes \(122,\d{3} with the rest of the upload\): over the 102,400",
                      read_upload_error.problems[0].message)
 
 

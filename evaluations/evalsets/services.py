@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from evaluations.bulk import insert_rows
 from evaluations.interop import ParsedEvalSet, SourceFile, read_upload
-from evaluations.interop.base import CaseSink, current_expansion, gc_paused
+from evaluations.interop.base import CaseSink, gc_paused
+from evaluations.interop.limits import current_expansion
 from evaluations.models import OPEN_VERSION, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
 from evaluations.safejson import canonical_fast, compact_encoder
 from evaluations.schemas.evalset import EvalCase as NativeCase

@@ -38,13 +38,13 @@ from evaluations.interop.base import (
     PathPart,
     Problem,
     SourceFile,
-    expansion,
     format_path,
     gc_paused,
     locate,
     max_cases,
     too_many_cases,
 )
+from evaluations.interop.limits import expansion
 from evaluations.interop.otel.spans import TraceError, apply_trace, parse_otlp
 from evaluations.interop.upload import expand
 from evaluations.schemas.outputs import AgentOutput

@@ -27,11 +27,11 @@ from evaluations.interop.base import (
     Problem,
     SourceFile,
     as_float,
-    expansion,
     format_path,
     gc_paused,
     locate,
 )
+from evaluations.interop.limits import expansion
 from evaluations.schemas.outputs import AgentOutput
 from evaluations.schemas.text import nul_free
 

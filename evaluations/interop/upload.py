@@ -22,13 +22,11 @@ from evaluations.interop.base import (
     CaseSink,
     EvalSetFormat,
     EvalSetImportError,
-    Expansion,
     ParsedEvalSet,
     Problem,
     SourceFile,
-    current_expansion,
-    expansion,
 )
+from evaluations.interop.limits import Expansion, current_expansion, expansion
 from evaluations.interop.writing import EvalSetWriter
 from evaluations.schemas.text import nul_free
 
@@ -149,7 +147,8 @@ def expand_zip(archive: SourceFile) -> list[SourceFile]:
             continue
         wanted.append((name, info))
     current_expansion().unpack(sum(info.file_size for _, info in wanted), file=archive.name,
-                               what=f"the zip's {len(wanted):,} data files")
+                               what=f"the zip's {len(wanted):,} data files inflate" if len(wanted) != 1
+                               else "the zip's data file inflates")
     return [SourceFile(name, _read_member(zf, info, f"{archive.name}/{name}")) for name, info in wanted]
 
 

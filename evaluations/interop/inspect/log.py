@@ -34,7 +34,8 @@ import ijson
 import zstandard
 
 from evaluations import safejson
-from evaluations.interop.base import EvalSetImportError, Problem, SourceFile, current_expansion, format_path
+from evaluations.interop.base import EvalSetImportError, Problem, SourceFile, format_path
+from evaluations.interop.limits import current_expansion
 
 ZSTD = 93
 CHUNK = 1 << 20
@@ -251,7 +252,8 @@ def _count_members(file: SourceFile, infos: dict[str, zipfile.ZipInfo], header: 
     (the sizes the directory claims: no member is read past its claim); once per log."""
     read = [infos[header], *(i for n, i in infos.items() if n.startswith("samples/") and n.endswith(".json"))]
     current_expansion().unpack(sum(i.file_size for i in read), file=file.name,
-                               what=f"the log's header and {len(read) - 1:,} samples", key=file.data)
+                               what=f"the log's header and {len(read) - 1:,} sample{'s' if len(read) != 2 else ''} "
+                               "inflate", key=file.data)
 
 
 def _member_order(name: str, order: dict[str, int]) -> tuple[int, int, str]:

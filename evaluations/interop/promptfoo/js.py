@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from evaluations.interop.base import current_expansion
+from evaluations.interop.limits import current_expansion
 from evaluations.safejson import max_int_digits
 
 MAX_YAML_DEPTH = 64
