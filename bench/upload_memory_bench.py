@@ -99,16 +99,18 @@ def promptfoo_yaml(size: int) -> bytes:
 
 
 def inspect_eval(size: int) -> bytes:
+    """A log whose members inflate to about `size` (~30 KB a sample, ~1 KB zipped)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "log.eval"
-        inspect_log_bench.write_log(path, max(1, size // 4000))  # ~4 KB a sample compressed, ~30 KB inflated
+        inspect_log_bench.write_log(path, max(1, size // 30_500))
         return path.read_bytes()
 
 
 def zipped_adk(size: int) -> bytes:
+    """An ADK eval set of about `size`, zipped (it deflates about 5 to 1)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("suite/bench.evalset.json", adk(size * 5))  # ADK JSON deflates about 5 to 1
+        zf.writestr("suite/bench.evalset.json", adk(size))
     return buffer.getvalue()
 
 
@@ -448,10 +450,12 @@ def measure(sizes: list[int], echo: bool = True) -> dict:
 
 def _slopes(rows: list[dict]) -> dict[tuple[str, str], tuple[float, float, float]]:
     """(growth per MB read, the constant left at the smallest file, the floor's per MB) of each
-    path and format, between its smallest and largest file."""
+    path and format, between its smallest and largest file (of those it took)."""
     out = {}
     for key in {(r["path"], r["format"]) for r in rows}:
-        mine = sorted((r for r in rows if (r["path"], r["format"]) == key), key=lambda r: r["read_mb"])
+        mine = sorted((r for r in rows if (r["path"], r["format"]) == key and r["ok"]), key=lambda r: r["read_mb"])
+        if len(mine) < 2:
+            continue
         small, large = mine[0], mine[-1]
         span = large["read_mb"] - small["read_mb"]
         slope = (large["grown_mb"] - small["grown_mb"]) / span if span else 0.0

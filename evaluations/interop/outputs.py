@@ -27,7 +27,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -94,9 +94,20 @@ class Problems:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class OutputRow:
+    """An output as a run stores it: its case, its iteration and its JSON (the model's
+    `model_dump_json(exclude_defaults=True)`), the model itself let go: a validated output takes
+    about five times its JSON, and a run's creation needs no more than this."""
+
+    eval_id: str
+    iteration: int
+    json: str
+
+
 @dataclass
 class ReadOutput:
-    output: AgentOutput
+    output: AgentOutput | OutputRow
     file: SourceFile
     where: Text
     path: Path
@@ -105,16 +116,32 @@ class ReadOutput:
 def read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
     """Every output in `files`, in file order; raises `EvalSetImportError` on bad input."""
     with gc_paused(), expansion():  # 10,000 outputs stay alive: each automatic collection walked them all again
-        return _read_outputs(files)
+        return cast(list[AgentOutput], _read_outputs(files, compact=False))
 
 
-def _read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
+def read_output_rows(files: list[SourceFile]) -> list[OutputRow]:
+    """`read_outputs` for a run's creation: each output checked as a model, then kept as the
+    JSON the run stores (a list or JSON lines one output at a time: no model outlives its row)."""
+    with gc_paused(), expansion():
+        return cast(list[OutputRow], _read_outputs(files, compact=True))
+
+
+def _compact(read: ReadOutput) -> ReadOutput:
+    output = read.output
+    if isinstance(output, AgentOutput):
+        output = apply_trace(output) if output.trace is not None else output
+        read.output = OutputRow(output.eval_id, output.iteration, output.model_dump_json(exclude_defaults=True))
+    return read
+
+
+def _read_outputs(files: list[SourceFile], *, compact: bool) -> list[AgentOutput | OutputRow]:
     problems = Problems()
     read: list[ReadOutput] = []
     sources = expand(files)
     for file in sources:
         with nul_free([file.data]):  # one scan of the bytes instead of a walk per output
-            read.extend(_read_file(file, problems))
+            got = _read_file(file, problems, compact)
+            read.extend(map(_compact, got) if compact else got)
         if not problems.items:
             # The parsed document is not needed past its outputs (its strings are theirs now);
             # its text only to locate problems, which a file with none does not have.
@@ -127,26 +154,27 @@ def _read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
         raise EvalSetImportError(code, found, total=len(found))
     if not sources:
         raise EvalSetImportError("empty", [Problem("no outputs file in the upload (.json or .jsonl)")])
-    return [apply_trace(r.output) if r.output.trace is not None else r.output for r in read]
+    return [apply_trace(r.output) if isinstance(r.output, AgentOutput) and r.output.trace is not None else r.output
+            for r in read]
 
 
-def _read_file(file: SourceFile, problems: Problems) -> list[ReadOutput]:
+def _read_file(file: SourceFile, problems: Problems, compact: bool = False) -> list[ReadOutput]:
     for own in outputs_formats():
         found = own.read_file(file) if own.read_file is not None else None
         if found is not None:
             return found
     if file.suffix in ("jsonl", "ndjson"):
-        return _read_lines(file, problems)
+        return _read_lines(file, problems, compact)
     if file.is_blank():
         raise EvalSetImportError("empty", [Problem("the file is empty", file=file.name)])
-    streamed = _read_array(file, problems)
+    streamed = _read_array(file, problems, compact)
     if streamed is not None:
         return streamed
     try:
         doc = file.json
     except EvalSetImportError:
         if _is_json_lines(file):
-            return _read_lines(file, problems)
+            return _read_lines(file, problems, compact)
         raise
     where = Text(file.text)
     if isinstance(doc, str):
@@ -183,7 +211,7 @@ def _skip_space(text: str, position: int) -> int:
     return found.end() if found else position
 
 
-def _read_array(file: SourceFile, problems: Problems) -> list[ReadOutput] | None:
+def _read_array(file: SourceFile, problems: Problems, compact: bool) -> list[ReadOutput] | None:
     """The outputs of a file that is one JSON list, each parsed and validated in turn: the
     whole list's values (five times its text) are never in memory together. None for any
     other file, or one the stream cannot read (the whole-document path says why, and where)."""
@@ -206,7 +234,7 @@ def _read_array(file: SourceFile, problems: Problems) -> list[ReadOutput] | None
                 raise too_many_cases(file.name)
             read = _native(row, file, where, (index,), problems)
             if read is not None:
-                out.append(read)
+                out.append(_compact(read) if compact else read)
             index += 1
             position = _skip_space(text, position)
             if text[position] == "]":
@@ -252,7 +280,7 @@ def _claimed(doc: dict[str, Any]) -> OutputsFormat | None:
     return next((fmt for fmt in outputs_formats() if fmt.claims(doc)), None)
 
 
-def _read_lines(file: SourceFile, problems: Problems) -> list[ReadOutput]:
+def _read_lines(file: SourceFile, problems: Problems, compact: bool = False) -> list[ReadOutput]:
     out: list[ReadOutput] = []
     if file.is_blank():
         raise EvalSetImportError("empty", [Problem("the file is empty", file=file.name)])
@@ -270,7 +298,7 @@ def _read_lines(file: SourceFile, problems: Problems) -> list[ReadOutput]:
             continue
         read = _native(row, file, where, (), problems)
         if read is not None:
-            out.append(read)
+            out.append(_compact(read) if compact else read)
     return out
 
 

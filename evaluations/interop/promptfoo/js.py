@@ -12,6 +12,7 @@ import importlib
 import json
 import math
 import re
+import sys
 from decimal import Decimal
 from typing import Any
 
@@ -304,8 +305,8 @@ class _Builder:
                 frame.key = _MERGE_KEY
             elif isinstance(value, (list, dict)):
                 raise YamlError("a mapping key is a list or a mapping", *_at(mark))
-            else:
-                frame.key = value if isinstance(value, str) else js_key(value)
+            else:  # keys repeat in every test: one string each (as json's decoder shares them)
+                frame.key = sys.intern(value if isinstance(value, str) else js_key(value))
         elif frame.key is _MERGE_KEY:
             frame.key = _NO_KEY
             sources = value if isinstance(value, list) else [value]
