@@ -345,12 +345,12 @@ try:
         # `manage.py eval --outputs` up to the run it creates (what it does next is the engine's
         # evaluation, measured by bench/engine_bench.py): the same calls, in the same order.
         from evaluations.interop import EvalSetImportError, files_from_paths
-        from evaluations.interop.outputs import read_outputs
+        from evaluations.interop.outputs import read_output_rows
         from evaluations.models import EvalSet, Run
         from evaluations.runs.services import run_create
         version = EvalSet.objects.get(eval_set_id=evalset).latest_version
         try:
-            outputs = read_outputs(files_from_paths([path]))
+            outputs = read_output_rows(files_from_paths([path]))
             run_create(project=version.evalset.project, version=version, target_kind=Run.TargetKind.UPLOADED,
                        outputs=outputs, enqueue=False)
         except EvalSetImportError as exc:
