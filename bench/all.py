@@ -320,6 +320,17 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     loop = run_bench("model_loop_bench.py", "--cases", str(n))
     figures.append(Figure("model target loop overhead per model call", loop["overhead_ms_per_call"] / 1000, "ms",
                           "< 2 ms", loop["ratio"]))
+    # issue 38: every upload path's memory per MB it reads, on ordinary files and on hostile ones.
+    print("upload memory benchmark (every upload path; the hostile files of tests/data/fuzz/uploads)...", flush=True)
+    up = run_bench("upload_memory_bench.py", *(("--quick",) if sizes is QUICK else ()))
+    figures.append(Figure(f"upload memory, worst path per MB read ({up['worst_slope_of']})", up["worst_slope"], "x",
+                          "<= 4x", up["worst_slope"] / max(up["floor_slope"], 1e-9)))
+    figures.append(Figure("upload memory, paths and formats within 4x", up["within_4x"], "score",
+                          f"{up['paths']} of {up['paths']}"))
+    figures.append(Figure("hostile uploads refused (API and CLI, every path)", up["refused"], "score",
+                          f"{up['hostile_count']} of {up['hostile_count']}"))
+    figures.append(Figure("hostile uploads, largest worker growth", up["worst_hostile_mb"], "MB",
+                          "bounded by the expansion limits"))
     if postgres:
         print("recovery benchmark on PostgreSQL (database drop, killed worker)...", flush=True)
         with scratch_database(postgres) as url:

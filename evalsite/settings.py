@@ -359,13 +359,21 @@ STORAGES = {
 # --- Uploads --------------------------------------------------------------------------------
 # Largest eval-set upload (one file, or a zip's total unpacked size).
 EVALSITE_MAX_UPLOAD_BYTES = env_int("EVALSITE_MAX_UPLOAD_MB", 100) * 1024 * 1024
+# What an upload may stand for beyond its own bytes (evaluations/interop/base.py, `Expansion`):
+# the members of its zips and Inspect `.eval` logs inflated, all together; and what following
+# references adds (attachments put back, YAML aliases, a var repeated in a prompt, defaults and
+# tests files copied into every case). 0: the upload limit, whatever it is set to.
+EVALSITE_MAX_UNPACKED_BYTES = env_int("EVALSITE_MAX_UNPACKED_MB", 0) * 1024 * 1024
+EVALSITE_MAX_EXPANDED_BYTES = env_int("EVALSITE_MAX_EXPANDED_MB", 0) * 1024 * 1024
 # Most cases (or outputs) one uploaded file may hold: millions of tiny cases are refused
 # (400 too_many_cases) before they fill the database or the memory.
 EVALSITE_MAX_CASES = env_int("EVALSITE_MAX_CASES", 100_000)
 # Let Django accept the multipart body; evalsite checks each file itself so the error says
 # which file was too large instead of a bare 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# An uploaded file above this goes to a temporary file and is read from there once: in memory it
+# would be there twice while it is read (the request's buffer and the bytes read from it).
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 500
 
 # --- HTTP target egress (SSRF policy, evaluations/runs/targets/egress.py) -----------------------

@@ -10,6 +10,11 @@ a few vectorised passes (numpy, no Python loop per character) and raises `TooDee
 bracket that went past the limit, so every caller that already reports invalid JSON with its
 location reports this too.
 
+An integer of more than `sys.get_int_max_str_digits()` digits (4,300 by default) is valid JSON
+that Python will not turn into an `int`: `json` raises a bare ValueError with no position.
+`loads` and `loads_exact` raise `TooLongNumber` instead, a `json.JSONDecodeError` pointing at
+the number, so such a file is refused like any other unreadable one, with its line and column.
+
 It also holds the encoder evalsite writes its own compact JSON with (`compact_encoder`):
 the standard library's, without the costs of `JSONEncoder.encode` on every call; and, for
 the import's hot path, `loads_exact` and `canonical_fast`: orjson where it gives exactly the
@@ -19,6 +24,8 @@ standard library's values and text, the standard library where it would not.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Callable
 from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
@@ -35,6 +42,65 @@ _QUOTE, _BACKSLASH, _OPEN_ARRAY, _OPEN_OBJECT, _CLOSE_ARRAY, _CLOSE_OBJECT = (or
 class TooDeep(json.JSONDecodeError):
     def __init__(self, doc: str, pos: int, limit: int):
         super().__init__(f"nested more than {limit} levels deep (evalsite reads at most {limit})", doc, pos)
+
+
+class TooLongNumber(json.JSONDecodeError):
+    def __init__(self, doc: str, pos: int, digits: int, limit: int):
+        super().__init__(f"an integer of {digits:,} digits (evalsite reads integers of at most {limit:,} digits; "
+                         "quote it to keep it as text)", doc, pos)
+
+
+def describe(exc: json.JSONDecodeError) -> str:
+    """What is wrong, for a person: "not valid JSON: ..." (an integer too long to read is valid
+    JSON, and says so by itself)."""
+    return exc.msg if isinstance(exc, TooLongNumber) else f"not valid JSON: {exc.msg}"
+
+
+def max_int_digits() -> int:
+    """The most digits Python turns into an int (`sys.set_int_max_str_digits`; 0: no limit)."""
+    return sys.get_int_max_str_digits()
+
+
+# A JSON string (skipped whole, so digits inside it do not count) or an integer: a run of digits
+# not part of a fraction or an exponent.
+_STRING_OR_INTEGER = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![0-9.eE+-])-?([0-9]+)(?![0-9.eE])')
+
+
+def long_integer(data: bytes | str, limit: int | None = None) -> tuple[int, int] | None:
+    """(character offset, digits) of the first integer in the JSON text `data` longer than
+    `limit` digits (Python's own limit by default), or None. For the error path: a scan in
+    Python's regex engine, at about 50 MB/s."""
+    limit = max_int_digits() if limit is None else limit
+    if not limit:
+        return None
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if b"0" * (limit + 1) not in raw.translate(_DIGITS_TO_ZERO):
+        return None
+    for match in _STRING_OR_INTEGER.finditer(raw):
+        digits = match.group(1)
+        if digits is not None and len(digits) > limit:
+            start = match.start()
+            return len(raw[:start].decode("utf-8", "replace")), len(digits)
+    return None
+
+
+def _too_long(data: bytes | str, exc: ValueError) -> ValueError:
+    """`TooLongNumber` for the ValueError `json` raised on `data`, when an integer past the
+    limit is what it refused; else `exc` itself."""
+    if isinstance(exc, json.JSONDecodeError):
+        return exc
+    found = long_integer(data)
+    if found is None:
+        return exc
+    doc = data if isinstance(data, str) else data.decode("utf-8", "replace")
+    return TooLongNumber(doc, found[0], found[1], max_int_digits())
+
+
+def _json_loads(data: bytes | str, **kwargs: Any) -> Any:
+    try:
+        return json.loads(data, **kwargs)
+    except ValueError as exc:
+        raise _too_long(data, exc) from None
 
 
 def deepest(data: bytes, limit: int = MAX_DEPTH, closes: list[int] | None = None,
@@ -114,10 +180,11 @@ def check_depth(data: bytes | str, limit: int = MAX_DEPTH, closes: list[int] | N
 
 
 def loads(data: bytes | str, **kwargs: Any) -> Any:
-    """`json.loads` for text from a user: TooDeep (a JSONDecodeError) past MAX_DEPTH."""
+    """`json.loads` for text from a user: TooDeep (a JSONDecodeError) past MAX_DEPTH, and
+    TooLongNumber (another) for an integer Python will not read."""
     check_depth(data)
     try:
-        return json.loads(data, **kwargs)
+        return _json_loads(data, **kwargs)
     except RecursionError:  # pragma: no cover - check_depth refused it first
         raise TooDeep(data if isinstance(data, str) else "", 0, MAX_DEPTH) from None
 
@@ -182,13 +249,14 @@ _canonical_standard = compact_encoder(sort_keys=True)
 def loads_exact(data: bytes) -> tuple[Any, bool]:
     """(`json.loads(data)`, exact): exact when orjson parsed it, which then holds only finite
     floats and the integers `json` would give. Depth is the caller's to check; errors are
-    `json`'s (a JSONDecodeError with its position)."""
+    `json`'s (a JSONDecodeError with its position; TooLongNumber for an integer Python will not
+    read)."""
     if _LONG_NUMBER not in data.translate(_DIGITS_TO_ZERO):
         try:
             return orjson.loads(data), True
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data), False
+    return _json_loads(data), False
 
 
 def canonical_fast(value: Any) -> str:

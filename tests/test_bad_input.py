@@ -183,8 +183,9 @@ def test_the_api_refuses_a_zip_that_unpacks_past_the_limit(alice_client: Client,
     bomb = _zip({"a.evalset.json": b" " * 50_000 + _native([_case("a")])})
     assert len(bomb) < 1000
     status, body = _api_upload(alice_client, [("bomb.zip", bomb)])
-    assert status == 413
-    assert "bomb.zip (unpacked)" in body["problems"][0]["file"]
+    # The file is within the limit; what it unpacks to is not: a 400 naming that limit.
+    assert status == 400 and body["code"] == "too_expanded"
+    assert body["problems"][0]["file"] == "bomb.zip" and "EVALSITE_MAX_UNPACKED_MB" in body["message"]
     _nothing_written()
 
 

@@ -61,6 +61,7 @@ from evaluations.ingest.runs import traces_run_create
 from evaluations.interop import EvalSetImportError, SourceFile, check_size
 from evaluations.interop.adk.evalset import eval_config_from_doc
 from evaluations.interop.deepeval.collection import CollectionError, collection_to_config, config_to_collection
+from evaluations.interop.outputs import OutputRow, read_output_rows
 from evaluations.jsonschemas import criteria_schema_problems
 from evaluations.models import (
     AuditEvent,
@@ -277,16 +278,14 @@ def _decode_form_json(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _outputs(inline: list[dict[str, Any]] | None, upload: Any) -> list[AgentOutput]:
-    from evaluations.interop.outputs import read_outputs
-
+def _outputs(inline: list[dict[str, Any]] | None, upload: Any) -> list[OutputRow]:
     if upload is not None:
         check_size(upload.name, upload.size)
-        return read_outputs([SourceFile(upload.name, upload.read())])
+        return read_output_rows([SourceFile(upload.name, upload.read())])
     if inline is None:
         raise ValidationError({"outputs": ["give the agent outputs: `outputs` (a list) or a file `outputs_file`"]})
     try:
-        return read_outputs([SourceFile("outputs.json", json.dumps(inline).encode())])
+        return read_output_rows([SourceFile("outputs.json", json.dumps(inline).encode())])
     except EvalSetImportError:
         raise
     except Exception as exc:  # pragma: no cover - read_outputs raises EvalSetImportError itself

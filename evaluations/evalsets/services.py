@@ -18,6 +18,7 @@ from django.utils import timezone
 from evaluations.bulk import insert_rows
 from evaluations.interop import ParsedEvalSet, SourceFile, read_upload
 from evaluations.interop.base import CaseSink, Problem, gc_paused, schema_error
+from evaluations.interop.limits import current_expansion
 from evaluations.jsonschemas import criteria_schema_problems
 from evaluations.models import OPEN_VERSION, EvalCase, EvalSet, EvalSetSource, EvalSetVersion, Project
 from evaluations.safejson import canonical_fast, compact_encoder
@@ -100,6 +101,7 @@ class _CaseRows(CaseSink):
         self.tags: set[str] = set()
         self.turns = 0
         self.tool_calls = 0
+        self.budget = current_expansion()  # the upload's: made by read_upload while it reads
 
     takes_dumps = True  # rows are made from the dump
 
@@ -108,6 +110,9 @@ class _CaseRows(CaseSink):
 
     def keep_dump(self, position: int, dumped: dict[str, Any], *, exact: bool = False) -> None:
         row = _case_row(position, dumped, canonical_fast if exact else _encode)
+        # Every row stays in memory until the upload is read whole: what they hold is counted.
+        self.budget.store(sum(len(v) for v in row if isinstance(v, str)), file=self.source_name,
+                          case=dumped["eval_id"])
         # The whole name (the row's column keeps 255 characters of it), as curation hashes it.
         case_hash = case_content_hash(dumped["eval_id"], dumped["name"],
                                       row[_JSON_AT:_JSON_AT + len(_CASE_JSON_COLUMNS)], row[_DESCRIPTION_AT])

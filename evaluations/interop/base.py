@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
@@ -45,6 +46,16 @@ def too_many_cases(name: str | None) -> EvalSetImportError:
 
 PathPart = str | int
 
+TOO_LARGE_A_NUMBER = "a number past the largest evalsite keeps (about 1.8e308)"
+
+
+def as_float(value: int | float) -> float | None:
+    """A JSON number as a float; None for an integer past the largest float, which Python
+    refuses to convert (OverflowError) where JavaScript would make it Infinity."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 @dataclass(frozen=True)
 class Problem:
@@ -84,12 +95,18 @@ class Problem:
 
 
 class EvalSetImportError(Exception):
-    """An upload that cannot be imported. `code` is stable for API clients and tests."""
+    """An upload that cannot be imported. `code` is stable for API clients and tests.
 
-    def __init__(self, code: str, problems: Sequence[Problem] | str, *, total: int | None = None):
+    `final`: what is wrong is wrong whoever reads the file (it expands past a limit, it holds
+    an integer Python will not read), so detection reports it rather than letting the next
+    reader try the file and the upload end in "no eval set found"."""
+
+    def __init__(self, code: str, problems: Sequence[Problem] | str, *, total: int | None = None,
+                 final: bool = False):
         if isinstance(problems, str):
             problems = [Problem(problems)]
         self.code = code
+        self.final = final
         self.total = total if total is not None else len(problems)
         self.problems = list(problems)[:MAX_REPORTED_PROBLEMS]
         super().__init__(self.summary())
@@ -109,6 +126,18 @@ class EvalSetImportError(Exception):
         }
 
 
+def json_error(exc: json.JSONDecodeError, name: str, *, line: int | None = None) -> EvalSetImportError:
+    """The located `invalid_json` error of a file (`line`: of a JSON line, whose own line is 1).
+    An integer too long to read is `final`: valid JSON, but no reader gets past it."""
+    return EvalSetImportError("invalid_json", [Problem(
+        safejson.describe(exc), file=name,
+        line=exc.lineno if line is None else line, column=exc.colno)], final=isinstance(exc, safejson.TooLongNumber))
+
+
+_BLANK = re.compile(rb"(?:\xef\xbb\xbf)?\s*")
+_UTF8_BOM = b"\xef\xbb\xbf"
+_CSV_BYTE_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_RARE_BREAK = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _CSV_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
@@ -169,7 +198,42 @@ class SourceFile:
         )
 
     def is_blank(self) -> bool:
-        return not self.data or self.data.isspace()  # no copy, unlike strip()
+        return not self.data or _BLANK.fullmatch(self.data) is not None  # no copy, unlike strip()
+
+    def _utf8_lines(self) -> bool:
+        """Whether the lines are best read from the bytes a line at a time (UTF-8, not yet
+        decoded whole): each line decoded as it is read, no decoded copy of the file kept."""
+        if "text" in self.__dict__ or self.data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            return False
+        self.check_encoding()  # the located error, from one decode that is not kept
+        return True
+
+    def csv_lines(self) -> Iterator[str]:
+        """The lines as `open(newline="")` splits them (on \\r\\n, \\r or \\n, kept), for csv.reader."""
+        if not self._utf8_lines():
+            yield from _csv_lines(self.text)
+            return
+        for match in _CSV_BYTE_LINE.finditer(self.data, 3 if self.data.startswith(_UTF8_BOM) else 0):
+            yield match.group().decode("utf-8")
+
+    def json_line_texts(self) -> Iterator[str]:
+        """The lines as `str.splitlines()` splits them, for JSON lines: on \\n from the bytes, and
+        a line holding one of the rarer breaks (\\r, \\x0b, \\x0c, \\x1c-\\x1e, U+0085, U+2028,
+        U+2029) split again."""
+        if not self._utf8_lines():
+            yield from self.text.splitlines()
+            return
+        data, end = self.data, len(self.data)
+        position = 3 if data.startswith(_UTF8_BOM) else 0
+        while position < end:
+            newline = data.find(b"\n", position)
+            stop = end if newline < 0 else newline
+            line = data[position:stop].decode("utf-8")
+            if _RARE_BREAK.search(line):
+                yield from line.splitlines() or [""]
+            else:
+                yield line
+            position = stop + 1
 
     def check_encoding(self) -> None:
         """Raise the located `encoding` error for a file that is not UTF-8 (or UTF-16 with a
@@ -183,6 +247,8 @@ class SourceFile:
         times over once its eval set has been read."""
         for cached in ("text", "json", "json_outline", "jsonl", "csv_header", "csv_rows", "_item_spans"):
             self.__dict__.pop(cached, None)
+        for cached in [key for key in self.__dict__ if key.startswith("_cache_")]:  # a reader's own
+            self.__dict__.pop(cached)
 
     @cached_property
     def json(self) -> Any:
@@ -195,10 +261,7 @@ class SourceFile:
             # not keeping it saves a copy of the file for the whole import.
             return safejson.loads(self.data)
         except json.JSONDecodeError as exc:
-            raise EvalSetImportError(
-                "invalid_json",
-                [Problem(f"not valid JSON: {exc.msg}", file=self.name, line=exc.lineno, column=exc.colno)],
-            ) from None
+            raise json_error(exc, self.name) from None
 
     @cached_property
     def json_outline(self) -> Any:
@@ -233,10 +296,13 @@ class SourceFile:
             return _outline_of(self.json)
 
     def try_outline(self) -> tuple[Any, str | None]:
-        """(outline, None) or (None, why it is not JSON): for sniffing without raising."""
+        """(outline, None) or (None, why it is not JSON): for sniffing without raising (but a
+        `final` error is raised: no reader can read past it)."""
         try:
             return self.json_outline, None
         except EvalSetImportError as exc:
+            if exc.final:
+                raise
             return None, exc.problems[0].message
 
     def iter_json_items(self, key: str) -> Iterator[Any]:
@@ -279,10 +345,13 @@ class SourceFile:
                 yield item, False
 
     def try_json(self) -> tuple[Any, str | None]:
-        """(document, None) or (None, why it is not JSON): for sniffing without raising."""
+        """(document, None) or (None, why it is not JSON): for sniffing without raising (but a
+        `final` error is raised)."""
         try:
             return self.json, None
         except EvalSetImportError as exc:
+            if exc.final:
+                raise
             return None, exc.problems[0].message
 
     @cached_property
@@ -301,19 +370,16 @@ class SourceFile:
             try:
                 rows.append((lineno, safejson.loads(line)))
             except json.JSONDecodeError as exc:
-                raise EvalSetImportError(
-                    "invalid_json",
-                    [Problem(f"not valid JSON: {exc.msg}", file=self.name, line=lineno, column=exc.colno)],
-                ) from None
+                raise json_error(exc, self.name, line=lineno) from None
         return rows
 
     @cached_property
     def csv_header(self) -> list[str]:
         """The CSV's header (its first record) alone; raises a located error when there is none
         or it is too wide. Sniffing needs no more, so no reader holds every row to choose."""
-        if not self.text.strip():
+        if self.is_blank():
             raise EvalSetImportError("empty", [Problem("the file is empty", file=self.name)])
-        reader = csv.reader(_csv_lines(self.text))
+        reader = csv.reader(self.csv_lines())
         try:
             header = [h.strip() for h in next(reader)]
         except csv.Error as exc:
@@ -332,7 +398,7 @@ class SourceFile:
         `columns`, a row holds only those (a pass that needs a few columns builds no more)."""
         header = self.csv_header
         wanted = None if columns is None else [(i, h) for i, h in enumerate(header) if h in set(columns)]
-        reader = csv.reader(_csv_lines(self.text))
+        reader = csv.reader(self.csv_lines())
         limit = max_cases()
         count = 0
         try:
@@ -549,19 +615,27 @@ def _skip_rest_of_array(events: Iterator[tuple[str, Any]]) -> None:
                 return
 
 
-def json_lines(file: SourceFile, problems: list[Problem] | None = None) -> list[tuple[int, Any]]:
-    """(line number, value) for each non-blank line that is JSON; with `problems`, a located
-    problem for each line that is not (for readers that report every problem, not the first)."""
-    rows = []
-    for lineno, text in enumerate(file.text.splitlines(), start=1):
-        if not text.strip():
+def json_lines(file: SourceFile, problems: list[Problem] | None = None, first: int | None = None
+               ) -> list[tuple[int, Any]]:
+    """(line number, value) for each non-blank line that is JSON (of the `first` ones: a sniffer
+    needs no more); with `problems`, a located problem for each line that is not (for readers
+    that report every problem, not the first)."""
+    return list(islice(iter_json_lines(file, problems), first))
+
+
+def iter_json_lines(file: SourceFile, problems: list[Problem] | None = None) -> Iterator[tuple[int, Any]]:
+    """`json_lines` one line at a time: what a reader of a large JSONL file walks twice rather
+    than hold every line's value (its ids first, then each case to the sink)."""
+    for lineno, line in enumerate(file.json_line_texts(), start=1):
+        if not line.strip():
             continue
         try:
-            rows.append((lineno, safejson.loads(text)))
+            yield lineno, safejson.loads(line)
+        except safejson.TooLongNumber as exc:
+            raise json_error(exc, file.name, line=lineno) from None
         except json.JSONDecodeError as exc:
             if problems is not None:
-                problems.append(Problem(f"not valid JSON: {exc.msg}", file=file.name, line=lineno, column=exc.colno))
-    return rows
+                problems.append(Problem(safejson.describe(exc), file=file.name, line=lineno, column=exc.colno))
 
 
 @dataclass

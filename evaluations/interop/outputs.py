@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -43,6 +44,7 @@ from evaluations.interop.base import (
     max_cases,
     too_many_cases,
 )
+from evaluations.interop.limits import expansion
 from evaluations.interop.otel.spans import TraceError, apply_trace, parse_otlp
 from evaluations.interop.upload import expand
 from evaluations.schemas.outputs import AgentOutput
@@ -92,9 +94,20 @@ class Problems:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class OutputRow:
+    """An output as a run stores it: its case, its iteration and its JSON (the model's
+    `model_dump_json(exclude_defaults=True)`), the model itself let go: a validated output takes
+    about five times its JSON, and a run's creation needs no more than this."""
+
+    eval_id: str
+    iteration: int
+    json: str
+
+
 @dataclass
 class ReadOutput:
-    output: AgentOutput
+    output: AgentOutput | OutputRow
     file: SourceFile
     where: Text
     path: Path
@@ -102,17 +115,37 @@ class ReadOutput:
 
 def read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
     """Every output in `files`, in file order; raises `EvalSetImportError` on bad input."""
-    with gc_paused():  # 10,000 outputs stay alive: each automatic collection walked them all again
-        return _read_outputs(files)
+    with gc_paused(), expansion():  # 10,000 outputs stay alive: each automatic collection walked them all again
+        return cast(list[AgentOutput], _read_outputs(files, compact=False))
 
 
-def _read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
+def read_output_rows(files: list[SourceFile]) -> list[OutputRow]:
+    """`read_outputs` for a run's creation: each output checked as a model, then kept as the
+    JSON the run stores (a list or JSON lines one output at a time: no model outlives its row)."""
+    with gc_paused(), expansion():
+        return cast(list[OutputRow], _read_outputs(files, compact=True))
+
+
+def _compact(read: ReadOutput) -> ReadOutput:
+    output = read.output
+    if isinstance(output, AgentOutput):
+        output = apply_trace(output) if output.trace is not None else output
+        read.output = OutputRow(output.eval_id, output.iteration, output.model_dump_json(exclude_defaults=True))
+    return read
+
+
+def _read_outputs(files: list[SourceFile], *, compact: bool) -> list[AgentOutput | OutputRow]:
     problems = Problems()
     read: list[ReadOutput] = []
     sources = expand(files)
     for file in sources:
         with nul_free([file.data]):  # one scan of the bytes instead of a walk per output
-            read.extend(_read_file(file, problems))
+            got = _read_file(file, problems, compact)
+            read.extend(map(_compact, got) if compact else got)
+        if not problems.items:
+            # The parsed document is not needed past its outputs (its strings are theirs now);
+            # its text only to locate problems, which a file with none does not have.
+            file.__dict__.pop("json", None)
     schema_count = len(problems.items)
     _check_duplicates(read, problems)
     if problems.items:
@@ -121,23 +154,27 @@ def _read_outputs(files: list[SourceFile]) -> list[AgentOutput]:
         raise EvalSetImportError(code, found, total=len(found))
     if not sources:
         raise EvalSetImportError("empty", [Problem("no outputs file in the upload (.json or .jsonl)")])
-    return [apply_trace(r.output) if r.output.trace is not None else r.output for r in read]
+    return [apply_trace(r.output) if isinstance(r.output, AgentOutput) and r.output.trace is not None else r.output
+            for r in read]
 
 
-def _read_file(file: SourceFile, problems: Problems) -> list[ReadOutput]:
+def _read_file(file: SourceFile, problems: Problems, compact: bool = False) -> list[ReadOutput]:
     for own in outputs_formats():
         found = own.read_file(file) if own.read_file is not None else None
         if found is not None:
             return found
     if file.suffix in ("jsonl", "ndjson"):
-        return _read_lines(file, problems)
+        return _read_lines(file, problems, compact)
     if file.is_blank():
         raise EvalSetImportError("empty", [Problem("the file is empty", file=file.name)])
+    streamed = _read_array(file, problems, compact)
+    if streamed is not None:
+        return streamed
     try:
         doc = file.json
     except EvalSetImportError:
         if _is_json_lines(file):
-            return _read_lines(file, problems)
+            return _read_lines(file, problems, compact)
         raise
     where = Text(file.text)
     if isinstance(doc, str):
@@ -164,6 +201,53 @@ def _read_file(file: SourceFile, problems: Problems) -> list[ReadOutput]:
     if len(rows) > max_cases():
         raise too_many_cases(file.name)
     return [r for path, row in rows if (r := _native(row, file, where, path, problems)) is not None]
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_space(text: str, position: int) -> int:
+    found = _SPACE.match(text, position)
+    return found.end() if found else position
+
+
+def _read_array(file: SourceFile, problems: Problems, compact: bool) -> list[ReadOutput] | None:
+    """The outputs of a file that is one JSON list, each parsed and validated in turn: the
+    whole list's values (five times its text) are never in memory together. None for any
+    other file, or one the stream cannot read (the whole-document path says why, and where)."""
+    text = file.text
+    start = _skip_space(text, 0)
+    if text[start:start + 1] != "[":
+        return None
+    try:
+        safejson.check_depth(file.data)
+    except safejson.TooDeep:
+        return None
+    where, decoder, out = Text(text), json.JSONDecoder(), []
+    limit, before = max_cases(), len(problems.items)
+    position = _skip_space(text, start + 1)
+    index = 0
+    try:
+        while index or text[position] != "]":  # after a comma, raw_decode refuses "]"
+            row, position = decoder.raw_decode(text, position)
+            if index >= limit:
+                raise too_many_cases(file.name)
+            read = _native(row, file, where, (index,), problems)
+            if read is not None:
+                out.append(_compact(read) if compact else read)
+            index += 1
+            position = _skip_space(text, position)
+            if text[position] == "]":
+                break
+            if text[position] != ",":
+                raise ValueError("expected , or ]")
+            position = _skip_space(text, position + 1)
+        if _skip_space(text, position + 1) != len(text):
+            raise ValueError("extra data")
+    except (ValueError, IndexError):  # JSONDecodeError, an integer too long, the text ends
+        del problems.items[before:]
+        return None
+    return out
 
 
 def _is_json_lines(file: SourceFile) -> bool:
@@ -196,12 +280,12 @@ def _claimed(doc: dict[str, Any]) -> OutputsFormat | None:
     return next((fmt for fmt in outputs_formats() if fmt.claims(doc)), None)
 
 
-def _read_lines(file: SourceFile, problems: Problems) -> list[ReadOutput]:
+def _read_lines(file: SourceFile, problems: Problems, compact: bool = False) -> list[ReadOutput]:
     out: list[ReadOutput] = []
     if file.is_blank():
         raise EvalSetImportError("empty", [Problem("the file is empty", file=file.name)])
     limit = max_cases()
-    for lineno, line in enumerate(file.text.splitlines(), start=1):
+    for lineno, line in enumerate(file.json_line_texts(), start=1):
         if not line.strip():
             continue
         if len(out) >= limit:
@@ -210,11 +294,11 @@ def _read_lines(file: SourceFile, problems: Problems) -> list[ReadOutput]:
         try:
             row = safejson.loads(line)
         except json.JSONDecodeError as exc:
-            problems.add(file, Text(None, lineno), (), f"not valid JSON: {exc.msg}", column=exc.colno)
+            problems.add(file, Text(None, lineno), (), safejson.describe(exc), column=exc.colno)
             continue
         read = _native(row, file, where, (), problems)
         if read is not None:
-            out.append(read)
+            out.append(_compact(read) if compact else read)
     return out
 
 

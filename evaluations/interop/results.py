@@ -21,14 +21,17 @@ from typing import Any
 
 from evaluations import safejson
 from evaluations.interop.base import (
+    TOO_LARGE_A_NUMBER,
     EvalSetImportError,
     PathPart,
     Problem,
     SourceFile,
+    as_float,
     format_path,
     gc_paused,
     locate,
 )
+from evaluations.interop.limits import expansion
 from evaluations.schemas.outputs import AgentOutput
 from evaluations.schemas.text import nul_free
 
@@ -167,7 +170,10 @@ class Reader:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.add((*path, self.key_of(obj, snake)), f"expected a number, not {kind(value)}", case)
             return None
-        return float(value)
+        number = as_float(value)
+        if number is None:
+            self.add((*path, self.key_of(obj, snake)), TOO_LARGE_A_NUMBER, case)
+        return number
 
     def flag(self, obj: dict[str, Any], snake: str, path: Path, case: str | None = None,
              required: bool = False) -> bool | None:
@@ -233,7 +239,8 @@ def read_results(file: SourceFile) -> ParsedResults:
     """One results file, read whole; raises `EvalSetImportError` on anything wrong with it.
     A file with no NUL (raw or escaped) skips the per-string NUL walk of every output
     (evaluations/schemas/text.py)."""
-    with nul_free([file.data]), gc_paused():  # millions of objects alive until the end: no collector walks
+    with nul_free([file.data]), gc_paused(), expansion() as budget:  # gc: millions of objects stay alive
+        budget.own += len(file.data)
         return _read_results(file)
 
 
@@ -251,7 +258,7 @@ def _read_results(file: SourceFile) -> ParsedResults:
         text = file.text
         doc = safejson.loads(text)
     except json.JSONDecodeError as exc:
-        raise EvalSetImportError("invalid_json", [Problem(f"not valid JSON: {exc.msg}", file=file.name,
+        raise EvalSetImportError("invalid_json", [Problem(safejson.describe(exc), file=file.name,
                                                           line=exc.lineno, column=exc.colno)]) from None
     except ValueError as exc:
         raise EvalSetImportError("invalid_json", [Problem(str(exc), file=file.name)]) from None

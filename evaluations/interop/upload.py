@@ -26,6 +26,7 @@ from evaluations.interop.base import (
     Problem,
     SourceFile,
 )
+from evaluations.interop.limits import Expansion, current_expansion, expansion
 from evaluations.interop.writing import EvalSetWriter
 from evaluations.schemas.text import nul_free
 
@@ -106,7 +107,9 @@ def _safe_member_name(name: str) -> str | None:
 
 def expand_zip(archive: SourceFile) -> list[SourceFile]:
     """The data files inside a zip, refusing archives that would write outside their folder,
-    hold links, or unpack past the upload limit (a zip bomb)."""
+    hold links, or unpack past what an upload may unpack to (a zip bomb): the sizes the
+    directory claims are counted before anything is inflated, and no entry is read past its
+    claim."""
     try:
         zf = zipfile.ZipFile(BytesIO(archive.data))
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError):
@@ -133,9 +136,7 @@ def expand_zip(archive: SourceFile) -> list[SourceFile]:
                 for name in unsafe
             ],
         )
-    total = sum(info.file_size for info in members)
-    check_size(archive.name + " (unpacked)", total)
-    files = []
+    wanted: list[tuple[str, zipfile.ZipInfo]] = []
     for info in members:
         name = _safe_member_name(info.filename)
         assert name is not None
@@ -144,9 +145,11 @@ def expand_zip(archive: SourceFile) -> list[SourceFile]:
             continue
         if base.rsplit(".", 1)[-1].lower() not in DATA_SUFFIXES:
             continue
-        data = _read_member(zf, info, f"{archive.name}/{name}")
-        files.append(SourceFile(name, data))
-    return files
+        wanted.append((name, info))
+    current_expansion().unpack(sum(info.file_size for _, info in wanted), file=archive.name,
+                               what=f"the zip's {len(wanted):,} data files inflate" if len(wanted) != 1
+                               else "the zip's data file inflates")
+    return [SourceFile(name, _read_member(zf, info, f"{archive.name}/{name}")) for name, info in wanted]
 
 
 ZIP_READ_CHUNK = 1 << 20
@@ -240,9 +243,17 @@ def read_upload(
 
     Each eval set's cases go to a fresh sink from `sink_factory`; with the default sink they
     end up in `evalset.eval_cases`. Raises EvalSetImportError when anything is wrong; an
-    upload is all or nothing.
+    upload is all or nothing. What the upload unpacks and expands to is counted against its
+    limits (`interop.base.Expansion`) as it is read.
     """
+    with expansion() as budget:
+        return _read_upload(files, format, sink_factory, budget)
+
+
+def _read_upload(files: Sequence[SourceFile], format: str | None, sink_factory: Callable[[], CaseSink],
+                 budget: Expansion) -> list[ParsedEvalSet]:
     files = expand(files)
+    budget.own += sum(len(f.data) for f in files)
     if not files:
         raise EvalSetImportError("empty", "the upload holds no eval-set file (.json, .jsonl, .csv, .yaml or .yml)")
     for f in files:

@@ -216,14 +216,14 @@ class NewRunForm(forms.Form):
             return {}
 
     def _outputs(self, upload: Any) -> Any:
-        from evaluations.interop.outputs import read_outputs
+        from evaluations.interop.outputs import read_output_rows
 
         if upload is None:
             self.add_error("outputs_file", "Choose the outputs file.")
             return None
         try:
             check_upload_size(upload.name, upload.size)
-            return read_outputs([SourceFile(name=upload.name, data=upload.read())])
+            return read_output_rows([SourceFile(name=upload.name, data=upload.read())])
         except EvalSetImportError as error:
             self.outputs_error = error
             self.add_error("outputs_file", f"The outputs file cannot be used: {error.total} "

@@ -78,6 +78,8 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
         return outcome[0].version
     if parsed.carries_cases:
         goldens = json.dumps([c.golden for c in parsed.cases]).encode()
+        for c in parsed.cases:
+            c.golden = None  # read again from `goldens`: the parsed test cases need not stay beside them
         name = f"{parsed.eval_set_id or stem(parsed.file.name)}.json"
         try:
             outcome = evalset_import(project=project, files=[SourceFile(name, goldens)], format="deepeval", user=user)

@@ -40,6 +40,7 @@ from django.utils import timezone
 from evaluations.evaluators import get_evaluator_class
 from evaluations.evaluators.runnable import is_custom_uipath
 from evaluations.interop.base import gc_paused
+from evaluations.interop.outputs import OutputRow
 from evaluations.jsonschemas import criteria_schema_problems
 from evaluations.models import (
     CaseResult,
@@ -108,7 +109,7 @@ def run_create(
     version: EvalSetVersion,
     target_kind: str,
     target: dict[str, Any] | None = None,
-    outputs: Sequence[AgentOutput] | None = None,
+    outputs: Sequence[AgentOutput | OutputRow] | None = None,
     config: EvalConfig | None = None,
     preset: EvaluationConfig | None = None,
     iterations: int = 1,
@@ -169,7 +170,7 @@ def run_create(
         wanted = set(eval_ids)
         cases = [c for c in cases if c[1] in wanted]
 
-    by_key: dict[tuple[str, int], AgentOutput] = {}
+    by_key: dict[tuple[str, int], AgentOutput | OutputRow] = {}
     if outputs is not None:
         strangers = sorted({o.eval_id for o in outputs} - known)
         if strangers:
@@ -214,7 +215,8 @@ def run_create(
                         status, error = CaseResult.Status.MISSING, "no output was uploaded for this case"
                         missing += 1
                     else:
-                        output = found.model_dump_json(exclude_defaults=True)
+                        output = found.json if isinstance(found, OutputRow) else found.model_dump_json(
+                            exclude_defaults=True)
                 elif turn_count == 0 and scenario and not simulator:
                     status, error = CaseResult.Status.NOT_RUNNABLE, "not runnable: needs a user simulator"
                     not_runnable += 1

@@ -13,10 +13,12 @@ from pydantic import ValidationError
 
 from evaluations.interop.base import (
     MAX_REPORTED_PROBLEMS,
+    TOO_LARGE_A_NUMBER,
     CaseSink,
     PathPart,
     Problem,
     SourceFile,
+    as_float,
     format_path,
     locate,
     problems_from_validation_error,
@@ -694,7 +696,10 @@ class AdkConverter:
             path: Path = (criteria_key, name)
             criterion: dict[str, Any] = {"evaluator": name}
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                criterion["threshold"] = float(value)
+                if (number := as_float(value)) is None:
+                    self.bad(path, TOO_LARGE_A_NUMBER)
+                    continue
+                criterion["threshold"] = number
             elif isinstance(value, dict):
                 criterion.update(self.criterion(value, path))
             else:
@@ -719,8 +724,10 @@ class AdkConverter:
         for key, value in raw.items():
             name = _snake(key)
             if name == "threshold":
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and as_float(value) is not None:
                     out["threshold"] = float(value)
+                elif isinstance(value, int) and not isinstance(value, bool):
+                    self.bad((*path, key), TOO_LARGE_A_NUMBER)
                 else:
                     self.bad((*path, key), f"threshold must be a number, not {type_name(value)}")
             elif name == "match_type":

@@ -197,7 +197,7 @@ class DeepEvalReader:
             return None
         if file.suffix == "jsonl":
             keys = set()
-            for _, row in json_lines(file)[:200]:
+            for _, row in json_lines(file, first=200):
                 if isinstance(row, dict):
                     keys |= set(row)
             return _refusal_for_keys(keys, "key")
@@ -511,7 +511,7 @@ def _json_value(run: _Parse, g: _Golden, key: str) -> Any:
                 return ast.literal_eval(text)
             except (ValueError, SyntaxError):
                 pass
-        run.problem(g, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno} of the value)", key)
+        run.problem(g, f"{safejson.describe(exc)} (line {exc.lineno} column {exc.colno} of the value)", key)
         return _INVALID
 
 
@@ -583,7 +583,7 @@ def parse_tool_list(value: Any) -> tuple[list[Any] | None, str | None]:
             try:
                 value = safejson.loads(text)
             except json.JSONDecodeError as exc:
-                return None, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno} of the value)"
+                return None, f"{safejson.describe(exc)} (line {exc.lineno} column {exc.colno} of the value)"
         else:
             return [name.strip() for name in text.split(TOOLS_DELIMITER) if name.strip()], None
     if isinstance(value, dict):
@@ -657,7 +657,7 @@ def _conversation(run: _Parse, g: _Golden) -> tuple[list[Invocation], list[dict[
         try:
             turns_value = safejson.loads(raw)
         except json.JSONDecodeError as exc:
-            run.problem(g, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno} of the value)", "turns")
+            run.problem(g, f"{safejson.describe(exc)} (line {exc.lineno} column {exc.colno} of the value)", "turns")
             return [], []
     if not isinstance(turns_value, list):
         run.problem(g, f"must be a list of turns, not {_kind(turns_value)}", "turns")

@@ -25,6 +25,7 @@ from evaluations.interop.base import (
     ParsedEvalSet,
     Problem,
     SourceFile,
+    iter_json_lines,
     json_lines,
     stem,
 )
@@ -48,7 +49,7 @@ class InspectReader:
             return None if why is None else f"not an Inspect eval log: {why}"
         if file.suffix != "jsonl":
             return "not a .jsonl dataset or a .eval / .json eval log"
-        rows = [row for _, row in json_lines(file)[:200]]
+        rows = [row for _, row in json_lines(file, first=200)]
         if not rows or not all(isinstance(r, dict) and "input" in r for r in rows):
             return "not every line is a sample with an `input`"
         other = sorted({k for r in rows for k in r} - SAMPLE_KEYS)
@@ -79,7 +80,10 @@ class InspectReader:
             return ParsedEvalSet(evalset=EvalSet(eval_set_id=safe_name(log.task)), format=self.name, variant="log",
                                  source=file)
         problems = []
-        for position, (lineno, row) in enumerate(file.jsonl):
+        unreadable: list[Problem] = []
+        for position, (lineno, row) in enumerate(iter_json_lines(file, unreadable)):  # a line at a time
+            if unreadable:
+                break
             if not isinstance(row, dict):
                 problems.append(Problem("a sample is a JSON object", file=file.name, line=lineno))
                 continue
@@ -89,6 +93,8 @@ class InspectReader:
                                  for p in problems[before:]]
             if len(problems) >= MAX_PROBLEMS:
                 break
+        if unreadable:
+            raise EvalSetImportError("invalid_json", unreadable[:1])
         _fail(problems)
         return ParsedEvalSet(evalset=EvalSet(eval_set_id=stem(file.name)), format=self.name, variant="dataset",
                              source=file)

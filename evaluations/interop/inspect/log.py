@@ -15,6 +15,10 @@ Two formats (inspect_ai's `log_format`):
 Long strings inside a sample may be stored once in its `attachments` and referred to as
 `attachment://<hash>`: they are put back. Everything wrong is an `EvalSetImportError` naming the
 file (and the zip member), the sample and the field path.
+
+What a log stands for is counted against the upload's budget (`interop.base.Expansion`) before
+it is built: the sizes its members claim (header and samples, all together) before any is
+inflated, and each attachment's bytes every time one is put back.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ from typing import Any
 
 import ijson
 import zstandard
-from django.conf import settings
 
 from evaluations import safejson
-from evaluations.interop.base import EvalSetImportError, Problem, SourceFile
+from evaluations.interop.base import EvalSetImportError, Problem, SourceFile, format_path
+from evaluations.interop.limits import current_expansion
 
 ZSTD = 93
 CHUNK = 1 << 20
@@ -83,19 +87,41 @@ class InspectLog:
                 doc = _json(member_bytes(self.file.data, zf, info, where), where)
                 if not isinstance(doc, dict):
                     raise EvalSetImportError("schema", [Problem("a sample is a JSON object", file=where)])
-                yield LogSample(resolve_attachments(doc), where, ())
+                yield LogSample(resolve_attachments(doc, where), where, ())
 
     def _json_samples(self) -> Iterator[LogSample]:
-        try:
-            for index, item in enumerate(ijson.items(self.file.data, "samples.item", use_float=True)):
-                if not isinstance(item, dict):
-                    raise EvalSetImportError("schema", [Problem("a sample is a JSON object", file=self.file.name,
-                                                                path=f"samples[{index}]")])
-                yield LogSample(resolve_attachments(item), self.file.name, ("samples", index))
-        except (ijson.JSONError, ValueError) as exc:
-            _ = self.file.json  # the located invalid_json error
-            raise EvalSetImportError("invalid_json", [Problem(f"not valid JSON: {exc}", file=self.file.name)]) \
-                from None
+        for index, item in enumerate(_stream(self.file, "samples.item")):
+            if not isinstance(item, dict):
+                raise EvalSetImportError("schema", [Problem("a sample is a JSON object", file=self.file.name,
+                                                            path=f"samples[{index}]")])
+            yield LogSample(resolve_attachments(item, self.file.name, ("samples", index)), self.file.name,
+                            ("samples", index))
+
+
+_IJSON_PYTHON = ijson.get_backend("python")
+
+
+def _stream(file: SourceFile, prefix: str, kv: bool = False) -> Iterator[Any]:
+    """ijson's `items` (or `kvitems`) of `file` at `prefix`. Its C backend refuses an integer
+    beyond 64 bits, which is valid JSON (a 20-digit id in a tool call's arguments): the
+    pure-Python backend reads on from there. What neither reads is refused with json's located
+    error (an integer Python will not read, NaN, a syntax error)."""
+    given = 0
+    try:
+        for item in (ijson.kvitems if kv else ijson.items)(file.data, prefix, use_float=True):
+            given += 1
+            yield item
+        return
+    except (ijson.JSONError, ValueError):
+        pass
+    try:
+        events = (_IJSON_PYTHON.kvitems if kv else _IJSON_PYTHON.items)(file.data, prefix, use_float=True)
+        for position, item in enumerate(events):
+            if position >= given:
+                yield item
+    except (ijson.JSONError, ValueError) as exc:
+        _ = file.json  # the located invalid_json error
+        raise EvalSetImportError("invalid_json", [Problem(f"not valid JSON: {exc}", file=file.name)]) from None
 
 
 class _Bytes:
@@ -185,16 +211,12 @@ def open_log(file: SourceFile) -> InspectLog:
         raise EvalSetImportError("invalid_json", [Problem(exc.msg, file=file.name, line=exc.lineno,
                                                           column=exc.colno)]) from None
     header: dict[str, Any] = {}
-    try:
-        for key, value in ijson.kvitems(file.data, "", use_float=True):
-            if key == "samples":
-                continue  # streamed by `samples()`; kvitems builds it, so stop before it
-            header[key] = value
-            if key == "stats":
-                break
-    except (ijson.JSONError, ValueError):
-        _ = file.json
-        raise
+    for key, value in _stream(file, "", kv=True):
+        if key == "samples":
+            continue  # streamed by `samples()`; kvitems builds it, so stop before it
+        header[key] = value
+        if key == "stats":
+            break
     return InspectLog(file, header)
 
 
@@ -210,6 +232,7 @@ def _open_zip(file: SourceFile) -> InspectLog:
             raise EvalSetImportError("unknown_format", [Problem(
                 "not an Inspect AI eval log: the zip holds neither header.json nor _journal/start.json",
                 file=file.name)])
+        _count_members(file, infos, name)
         where = f"{file.name}/{name}"
         header = _json(member_bytes(file.data, zf, infos[name], where), where)
         if not isinstance(header, dict) or not isinstance(header.get("eval"), dict):
@@ -224,6 +247,15 @@ def _open_zip(file: SourceFile) -> InspectLog:
         return InspectLog(file, header, members)
 
 
+def _count_members(file: SourceFile, infos: dict[str, zipfile.ZipInfo], header: str) -> None:
+    """Count what the log's header and samples inflate to, all together, before any is inflated
+    (the sizes the directory claims: no member is read past its claim); once per log."""
+    read = [infos[header], *(i for n, i in infos.items() if n.startswith("samples/") and n.endswith(".json"))]
+    current_expansion().unpack(sum(i.file_size for i in read), file=file.name,
+                               what=f"the log's header and {len(read) - 1:,} sample{'s' if len(read) != 2 else ''} "
+                               "inflate", key=file.data)
+
+
 def _member_order(name: str, order: dict[str, int]) -> tuple[int, int, str]:
     stem = name[len("samples/"):-len(".json")]
     sample, sep, epoch = stem.rpartition("_epoch_")
@@ -234,11 +266,8 @@ def _member_order(name: str, order: dict[str, int]) -> tuple[int, int, str]:
 
 def member_bytes(data: bytes, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytes:
     """One member, inflated a chunk at a time, never past the size its header claims (a
-    forged header costs one chunk), and checked against its CRC."""
-    limit = int(settings.EVALSITE_MAX_UPLOAD_BYTES)
-    if info.file_size > limit:
-        raise EvalSetImportError("too_large", [Problem(
-            f"the member inflates to {info.file_size:,} bytes, over the upload limit of {limit:,}", file=where)])
+    forged header costs one chunk), and checked against its CRC. What the claims add up to is
+    counted first (`_count_members`)."""
     chunks: list[bytes] = []
     read = crc = 0
     try:
@@ -280,24 +309,38 @@ def _inflate(data: bytes, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterato
 def _json(data: bytes, where: str) -> Any:
     try:
         return safejson.loads(data)
-    except ValueError as exc:  # json.JSONDecodeError, TooDeep, UnicodeDecodeError
+    except ValueError as exc:  # json.JSONDecodeError, TooDeep, TooLongNumber, UnicodeDecodeError
         line = getattr(exc, "lineno", None)
         column = getattr(exc, "colno", None)
         message = getattr(exc, "msg", None) or str(exc)
-        raise EvalSetImportError("invalid_json", [Problem(f"not valid JSON: {message}", file=where, line=line,
-                                                          column=column)]) from None
+        too_long = isinstance(exc, safejson.TooLongNumber)
+        raise EvalSetImportError("invalid_json", [Problem(message if too_long else f"not valid JSON: {message}",
+                                                          file=where, line=line, column=column)],
+                                 final=too_long) from None
 
 
-def resolve_attachments(sample: dict[str, Any]) -> dict[str, Any]:
-    """The sample with every `attachment://<hash>` string replaced by the text it stands for."""
+def resolve_attachments(sample: dict[str, Any], where: str = "", prefix: tuple[str | int, ...] = ()) -> dict[str, Any]:
+    """The sample with every `attachment://<hash>` string replaced by the text it stands for,
+    each time counted against the upload's expansion budget (the text is shared, not copied,
+    but every case, output and score made of it holds it again)."""
     attachments = sample.get("attachments")
     if not isinstance(attachments, dict) or not attachments:
         return sample
+    budget = current_expansion()
+    sizes: dict[str, int] = {}
 
     def put_back(value: Any) -> Any:
         if isinstance(value, str) and value.startswith(ATTACHMENT):
-            found = attachments.get(value[len(ATTACHMENT):])
-            return found if isinstance(found, str) else value
+            key = value[len(ATTACHMENT):]
+            found = attachments.get(key)
+            if not isinstance(found, str):
+                return value
+            size = sizes.get(key)
+            if size is None:
+                size = sizes[key] = len(found) if found.isascii() else len(found.encode("utf-8", "surrogatepass"))
+            budget.expand(size, file=where or None, case=str(sample.get("id", "")) or None,
+                          path=format_path((*prefix, "attachments", key)), what="the attachments put back")
+            return found
         if isinstance(value, list):
             return [put_back(v) for v in value]
         if isinstance(value, dict):

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evaluations.interop.base import EvalSetImportError, PathPart, Problem, format_path
+from evaluations.interop.base import EvalSetImportError, PathPart, Problem, as_float, format_path
 from evaluations.schemas.evalset import EvalCase, Invocation, MessageContent, ToolCall
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput, Usage
 
@@ -262,7 +262,7 @@ def value_to_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, int | float):
-        return float(value)
+        return as_float(value)
     if isinstance(value, str):
         text = value.strip()
         if text in _LETTERS:

@@ -33,6 +33,7 @@ from evaluations.interop.base import (
     SourceFile,
     format_path,
     gc_paused,
+    iter_json_lines,
     json_lines,
     schema_error,
     stem,
@@ -54,7 +55,7 @@ class PlainReader:
     def sniff(self, file: SourceFile) -> str | None:
         if file.suffix == "jsonl":
             keys: set[str] = set()
-            for _, row in json_lines(file)[:200]:
+            for _, row in json_lines(file, first=200):
                 if isinstance(row, dict):
                     keys |= set(row)
             what = "key"
@@ -87,10 +88,15 @@ class PlainReader:
             def rows(columns: Iterable[str] | None = None) -> Iterator[tuple[int, Any]]:
                 return ((line, {k: v for k, v in row.items() if k}) for line, row in file.iter_csv_rows(columns))
         else:
-            json_rows = json_lines(file, problems)
+            # The same two passes over JSON lines, each line parsed again in the second: a line's
+            # values are about five times its text.
+            first_pass = True
 
             def rows(columns: Iterable[str] | None = None) -> Iterator[tuple[int, Any]]:
-                return iter(json_rows)
+                nonlocal first_pass
+                out = iter_json_lines(file, problems if first_pass else None)
+                first_pass = False
+                return out
         lines: list[int] = []
         explicit: list[str | None] = []
         names: list[str | None] = []

@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evaluations.interop.base import (
+    MAX_REPORTED_PROBLEMS,
     CaseSink,
     EvalSetImportError,
     ParsedEvalSet,
@@ -94,16 +95,19 @@ def derive_ids(descriptions: list[str | None]) -> list[str]:
 # --- The reader ------------------------------------------------------------------------------
 
 
+_YAML_CACHE = "_cache_promptfoo_yaml"  # SourceFile.release() drops it with the file's other caches
+
+
 def _yaml_doc(file: SourceFile) -> tuple[Any, Any]:
     """(document, node tree) of a YAML file, cached on the file; raises the located error."""
-    cached = file.__dict__.get("_promptfoo_yaml")
+    cached = file.__dict__.get(_YAML_CACHE)
     if cached is None:
         try:
             cached = load_yaml(file.text)
         except YamlError as exc:
-            raise EvalSetImportError("invalid_yaml", [Problem(str(exc), file=file.name, line=exc.line,
-                                                              column=exc.column)]) from None
-        file.__dict__["_promptfoo_yaml"] = cached
+            raise EvalSetImportError(exc.code, [Problem(str(exc), file=file.name, line=exc.line, column=exc.column)],
+                                     final=exc.final) from None
+        file.__dict__[_YAML_CACHE] = cached
     return cached
 
 
@@ -123,6 +127,8 @@ class PromptfooReader:
         try:
             doc, _ = _yaml_doc(file)
         except EvalSetImportError as exc:
+            if exc.final:
+                raise
             return exc.problems[0].message
         if not isinstance(doc, dict):
             return "the YAML document is not a mapping"
@@ -141,17 +147,22 @@ class PromptfooReader:
                 return error is None and _looks_like_tests(doc)
             if file.suffix == "csv":
                 return any(h.startswith(("__expected", "__description")) for h in file.csv_header)
-        except EvalSetImportError:
+        except EvalSetImportError as exc:
+            if exc.final:
+                raise
             return False
         return False
 
     def parse(self, file: SourceFile, companions: Sequence[SourceFile], sink: CaseSink | None = None) -> ParsedEvalSet:
-        return _Suite(file, companions).parse()
+        return _Suite(file, companions, sink).parse()
 
 
 class _Suite:
-    def __init__(self, file: SourceFile, companions: Sequence[SourceFile]):
+    def __init__(self, file: SourceFile, companions: Sequence[SourceFile], sink: CaseSink | None = None):
         self.file = file
+        # Each case goes to the sink as it is made: a defaultTest, a tests file or a var copied into
+        # ten thousand tests is counted (and refused) case by case, not after all are built.
+        self.sink = sink
         self.companions = {c.name: c for c in companions}
         self.used: dict[str, SourceFile] = {}
         self.problems: list[Problem] = []
@@ -159,7 +170,9 @@ class _Suite:
 
     def problem(self, message: str, where: SourceFile, node: Any, path: Sequence[PathPart],
                 case: str | None = None) -> None:
-        located = node_line(node, tuple(path)) if where.suffix in YAML_SUFFIXES else None
+        # Each line is found by parsing the file again: only for the problems an error shows.
+        located = (node_line(node, tuple(path)) if where.suffix in YAML_SUFFIXES
+                   and len(self.problems) < MAX_REPORTED_PROBLEMS else None)
         self.problems.append(Problem(message, file=where.name, case=case, path=format_path(path) or None,
                                      line=located[0] if located else None,
                                      column=located[1] if located else None))
@@ -198,21 +211,33 @@ class _Suite:
             raise too_many_cases(self.file.name)
         ids = derive_ids([t[0].get("description") if isinstance(t[0].get("description"), str) else None
                           for t in tests])
+        metadata = {k: v for k, v in doc.items() if k not in ("description", "tests", "defaultTest")}
+        # From here the tests are held by `tests` alone, each let go once its case is made: a
+        # config's values take about five times its text, its cases' rows three.
+        del doc
+        for source in (self.file, *self.used.values()):
+            source.__dict__.pop(_YAML_CACHE, None)
         cases: list[EvalCase] = []
         criteria_config: dict[str, CriterionConfig] = {}
         unscored = Counter[str]()
-        for (test, where, tnode, path), eval_id in zip(tests, ids, strict=True):
+        pending: list[Any] = tests
+        del tests
+        for index, eval_id in enumerate(ids):
+            test, where, tnode, path = pending[index]
+            pending[index] = None
             case = self._case(test, where, tnode, path, eval_id, default_vars, default_asserts, template,
                               criteria_config, unscored)
             if case is not None:
-                cases.append(case)
+                if self.sink is not None:
+                    self.sink.add(case)
+                else:
+                    cases.append(case)
         if self.problems:
             raise schema_error(self.problems)
         if unscored:
             listed = ", ".join(f"{kind}: {n}" for kind, n in unscored.most_common())
             self.warnings.append(f"{sum(unscored.values())} promptfoo assertion(s) are kept in their cases but not "
                                  f"scored by evalsite ({listed}): see docs/evalsets.md, promptfoo")
-        metadata = {k: v for k, v in doc.items() if k not in ("description", "tests", "defaultTest")}
         if header_default:
             metadata["defaultTest"] = header_default
         evalset = EvalSet(eval_set_id=suite_id(self.file.name, description),
@@ -474,6 +499,10 @@ class _Suite:
         if template is not None:
             try:
                 return MessageContent.user(render_prompt(template, variables))
+            except EvalSetImportError as exc:  # the repeats of a var past the expansion limit: say where
+                raise EvalSetImportError(exc.code, [Problem(p.message, file=self.file.name, case=eval_id,
+                                                            path="prompts") for p in exc.problems],
+                                         final=exc.final) from None
             except TemplateError as exc:
                 if not any("prompt template" in w for w in self.warnings):
                     self.warnings.append(f"the prompt template is not rendered ({exc}): each case's user turn is "

@@ -12,21 +12,28 @@ import importlib
 import json
 import math
 import re
+import sys
 from decimal import Decimal
 from typing import Any
 
 import yaml
+
+from evaluations.interop.limits import current_expansion
+from evaluations.safejson import max_int_digits
 
 MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 2_000_000
 
 
 class YamlError(ValueError):
-    """YAML that cannot be read, with its 1-based line and column where known."""
+    """YAML that cannot be read, with its 1-based line and column where known. `code` and
+    `final` as an upload's error has them (`final`: whoever reads the file, it is refused)."""
 
-    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+    def __init__(self, message: str, line: int | None = None, column: int | None = None, *,
+                 code: str = "invalid_yaml", final: bool = False):
         super().__init__(message)
         self.line, self.column = line, column
+        self.code, self.final = code, final
 
 
 class _CoreResolver(yaml.resolver.Resolver):
@@ -86,40 +93,31 @@ def _loader_init(self: Any, text: str) -> None:
     _CoreResolver.__init__(self)
 
 
-# A composer of nodes with the core schema's tags; `_json_values` builds the values (no tag builds an
-# object).
+# libyaml's parser with the core schema's tags: its events are built into values as they come
+# (`_Builder`), and a node tree is composed only to say where a problem is (`node_line`).
 _CoreLoader: Any = type("_CoreLoader", _loader_bases(), {"__init__": _loader_init})
-
-
-def _check_shape(node: yaml.Node) -> None:
-    """Refuse a document nested deeper than MAX_YAML_DEPTH or with more than MAX_YAML_NODES
-    nodes once its aliases are followed (a "billion laughs" document), before it is built."""
-    count = 0
-    stack: list[tuple[yaml.Node, int]] = [(node, 1)]
-    while stack:
-        current, depth = stack.pop()
-        count += 1
-        if count > MAX_YAML_NODES:
-            raise YamlError(f"the document holds more than {MAX_YAML_NODES:,} values once its aliases are "
-                            "expanded", current.start_mark.line + 1, current.start_mark.column + 1)
-        if depth > MAX_YAML_DEPTH:
-            raise YamlError(f"nested deeper than {MAX_YAML_DEPTH} levels", current.start_mark.line + 1,
-                            current.start_mark.column + 1)
-        if isinstance(current, yaml.SequenceNode):
-            stack.extend((child, depth + 1) for child in current.value)
-        elif isinstance(current, yaml.MappingNode):
-            for key, value in current.value:
-                stack.append((key, depth + 1))
-                stack.append((value, depth + 1))
-
 
 _YAML11_BREAKS = "\x85\u2028\u2029"
 _YAML11_BREAK = re.compile("[\x85\u2028\u2029]")
 
 
-def load_yaml(text: str, *, strict_breaks: bool = True) -> tuple[Any, yaml.Node | None]:
-    """(document, its node tree for locating keys) of one YAML document, read safely (no tags
-    that build objects) with the core schema; raises YamlError with the line."""
+class YamlText:
+    """Where a loaded document's values are: its text, read again only when a problem is located
+    (`node_line`). No node tree is kept: PyYAML's nodes and marks take about 20 times the text
+    (66 MB for a 3 MB config), four times what its values take."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def load_yaml(text: str, *, strict_breaks: bool = True) -> tuple[Any, YamlText | None]:
+    """(document, where it came from, for `node_line`) of one YAML document, read safely (no
+    tags that build objects) with the core schema, its values built from the parser's events;
+    raises YamlError with the line. A document nested deeper than MAX_YAML_DEPTH, with more than
+    MAX_YAML_NODES values once its aliases are followed (a "billion laughs" document), or whose
+    aliases repeat more text than the upload may still expand by, is refused when the alias
+    that goes past is met: what an alias stands for is counted, never built again (its value
+    is shared)."""
     found = _YAML11_BREAK.search(text) if strict_breaks else None
     if found is not None:
         odd = found.start()
@@ -129,11 +127,13 @@ def load_yaml(text: str, *, strict_breaks: bool = True) -> tuple[Any, yaml.Node 
                         '("\\N", "\\L", "\\P")', line, odd - text.rfind("\n", 0, odd))
     loader = _CoreLoader(text)
     try:
-        node = loader.get_single_node()
-        if node is None:
+        builder = _Builder(loader, len(text))
+        value = builder.document()
+        if builder.empty:
             return None, None
-        _check_shape(node)
-        return _json_values(node), node
+        if builder.added:
+            current_expansion().expand(builder.added, file=None, what="its aliases")
+        return value, YamlText(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         message = " ".join(str(p) for p in (exc.context, exc.problem) if p) or "not valid YAML"
@@ -141,8 +141,6 @@ def load_yaml(text: str, *, strict_breaks: bool = True) -> tuple[Any, yaml.Node 
                         mark.column + 1 if mark else None) from None
     except yaml.YAMLError as exc:
         raise YamlError(f"not valid YAML: {exc}") from None
-    except RecursionError:
-        raise YamlError(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     finally:
         loader.dispose()
 
@@ -150,49 +148,201 @@ def load_yaml(text: str, *, strict_breaks: bool = True) -> tuple[Any, yaml.Node 
 _STR, _NULL, _BOOL = "tag:yaml.org,2002:str", "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool"
 _INT, _FLOAT, _MERGE = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:merge"
 _SEQ, _MAP = "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
+_NO_KEY = object()
+_MERGE_KEY = object()
 
 
-def _json_values(node: yaml.Node) -> Any:
-    """The document's JSON values, built from its nodes (whose tags the resolver has set):
-    mapping keys as JavaScript makes them (text), merge keys (`<<`) merged, and any other tag
-    (binary, a set, a timestamp, an object) or a NaN or infinity refused with its line. One
-    pass; PyYAML's own constructor is several times slower."""
-    if isinstance(node, yaml.ScalarNode):
-        tag, text = node.tag, node.value
-        if tag == _STR:
-            return text
-        if tag == _NULL:
+class _Anchored:
+    """A value an anchor names, and what an alias to it stands for."""
+
+    __slots__ = ("chars", "depth", "done", "nodes", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value, self.chars, self.nodes, self.depth, self.done = value, 0, 0, 0, False
+
+
+class _Frame:
+    """A sequence or mapping being built."""
+
+    __slots__ = ("anchor", "chars", "depth", "key", "mark", "merged", "nodes", "value")
+
+    def __init__(self, value: list[Any] | dict[str, Any], mark: Any, anchor: _Anchored | None) -> None:
+        self.value, self.mark, self.anchor = value, mark, anchor
+        self.chars, self.nodes, self.depth = 0, 1, 1
+        self.key: Any = _NO_KEY
+        self.merged: dict[str, Any] | None = None
+
+
+def _at(mark: Any) -> tuple[int, int]:
+    return mark.line + 1, mark.column + 1
+
+
+class _Builder:
+    """The JSON values of one YAML document, from the parser's events: mapping keys as
+    JavaScript makes them (text), merge keys (`<<`) merged, and any other tag (binary, a set, a
+    timestamp, an object), a NaN or infinity, or an integer Python will not read refused with
+    its line. Aliases share their anchor's value; what they stand for (values, depth, text) is
+    counted against the limits as each is met."""
+
+    def __init__(self, loader: Any, own: int) -> None:
+        self.loader, self.own = loader, own
+        budget = current_expansion()
+        self.limit = budget.expanded_limit
+        self.allowed = own + max(budget.expanded_limit - budget.expanded, 0)
+        self.anchors: dict[str, _Anchored] = {}
+        self.stack: list[_Frame] = []
+        self.nodes = self.chars = 0
+        self.empty = False
+        self.result: Any = None
+
+    @property
+    def added(self) -> int:
+        return max(self.chars - self.own, 0)
+
+    def document(self) -> Any:
+        loader = self.loader
+        loader.get_event()  # the stream's start
+        if loader.check_event(yaml.StreamEndEvent):
+            self.empty = True
             return None
-        if tag == _BOOL:
-            return text.lower() == "true"
-        if tag == _INT:
-            return int(text[2:], 8) if text.startswith("0o") else int(text[2:], 16) if text.startswith("0x") \
-                else int(text, 10)
-        if tag == _FLOAT and text.lower().lstrip("+-") not in (".inf", ".nan"):
-            return float(text)
-    elif isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
-        return [_json_values(child) for child in node.value]
-    elif isinstance(node, yaml.MappingNode) and node.tag == _MAP:
-        out: dict[str, Any] = {}
-        merged: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE:
-                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                for source in reversed(sources):
-                    value = _json_values(source)
-                    if not isinstance(value, dict):
-                        break
-                    merged.update(value)
-                else:
-                    continue
-                raise YamlError("a merge key (<<) takes a mapping or a list of mappings",
-                                value_node.start_mark.line + 1, value_node.start_mark.column + 1)
-            key = _json_values(key_node) if isinstance(key_node, yaml.ScalarNode) else key_node
-            out[key if isinstance(key, str) else js_key(key)] = _json_values(value_node)
-        return {**merged, **out} if merged else out
-    shown = str(node.value)[:40] if isinstance(node, yaml.ScalarNode) else "..."
-    raise YamlError(f"a value JSON cannot hold ({node.tag.rsplit(':', 1)[-1]}: {shown})",
-                    node.start_mark.line + 1, node.start_mark.column + 1)
+        loader.get_event()  # the document's start
+        while not loader.check_event(yaml.DocumentEndEvent):
+            self._event(loader.get_event())
+        loader.get_event()
+        if not loader.check_event(yaml.StreamEndEvent):
+            event = loader.get_event()
+            raise YamlError("not valid YAML: expected a single document in the stream, but found another",
+                            *_at(event.start_mark))
+        return self.result
+
+    def _count(self, nodes: int, chars: int, depth: int, mark: Any) -> None:
+        """Count a value (an alias's: all it stands for) met at the current depth."""
+        self.nodes += nodes
+        self.chars += chars
+        if self.nodes > MAX_YAML_NODES:
+            raise YamlError(f"the document holds more than {MAX_YAML_NODES:,} values once its aliases are "
+                            "expanded", *_at(mark))
+        if len(self.stack) + depth > MAX_YAML_DEPTH:
+            raise YamlError(f"nested deeper than {MAX_YAML_DEPTH} levels", *_at(mark))
+        if self.chars > self.allowed:
+            raise YamlError(f"its aliases repeat more text than the {self.limit:,} bytes an upload may expand by "
+                            f"(EVALSITE_MAX_EXPANDED_MB): the {self.own:,}-character document holds over "
+                            f"{self.chars:,} once they are followed", *_at(mark), code="too_expanded", final=True)
+
+    def _anchor(self, name: str | None, value: Any, mark: Any) -> _Anchored | None:
+        if name is None:
+            return None
+        if name in self.anchors:
+            raise YamlError(f"not valid YAML: found duplicate anchor {name!r}", *_at(mark))
+        anchored = self.anchors[name] = _Anchored(value)
+        return anchored
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, yaml.ScalarEvent):
+            self._on_scalar(event)
+        elif isinstance(event, yaml.AliasEvent):
+            self._on_alias(event)
+        elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+            self._on_start(event, isinstance(event, yaml.SequenceStartEvent))
+        elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
+            self._on_end()
+
+    def _on_scalar(self, event: Any) -> None:
+        text: str = event.value
+        self._count(1, len(text), 1, event.start_mark)
+        tag = event.tag if event.tag not in (None, "!") else self.loader.resolve(yaml.ScalarNode, text, event.implicit)
+        value = _scalar(tag, text, event.start_mark)
+        anchored = self._anchor(event.anchor, value, event.start_mark)
+        if anchored is not None:
+            anchored.chars, anchored.nodes, anchored.depth, anchored.done = len(text), 1, 1, True
+        self._add(value, len(text), 1, 1, event.start_mark, tag)
+
+    def _on_alias(self, event: Any) -> None:
+        anchored = self.anchors.get(event.anchor)
+        if anchored is None:
+            raise YamlError(f"not valid YAML: found undefined alias {event.anchor!r}", *_at(event.start_mark))
+        if not anchored.done:
+            raise YamlError("an alias inside the value its anchor names (a cycle JSON cannot hold)",
+                            *_at(event.start_mark))
+        self._count(anchored.nodes, anchored.chars, anchored.depth, event.start_mark)
+        self._add(anchored.value, anchored.chars, anchored.nodes, anchored.depth, event.start_mark, None)
+
+    def _on_start(self, event: Any, sequence: bool) -> None:
+        self._count(1, 0, 1, event.start_mark)
+        tag: str = event.tag if event.tag not in (None, "!") else (_SEQ if sequence else _MAP)
+        if tag != (_SEQ if sequence else _MAP):
+            raise YamlError(f"a value JSON cannot hold ({tag.rsplit(':', 1)[-1]}: ...)", *_at(event.start_mark))
+        value: list[Any] | dict[str, Any] = [] if sequence else {}
+        self.stack.append(_Frame(value, event.start_mark, self._anchor(event.anchor, value, event.start_mark)))
+
+    def _on_end(self) -> None:
+        frame = self.stack.pop()
+        built: Any = frame.value
+        if frame.merged is not None:
+            assert isinstance(built, dict)
+            built = {**frame.merged, **built}
+            if frame.anchor is not None:
+                frame.anchor.value = built
+        if frame.anchor is not None:
+            frame.anchor.chars, frame.anchor.nodes, frame.anchor.depth = frame.chars, frame.nodes, frame.depth
+            frame.anchor.done = True
+        self._add(built, frame.chars, frame.nodes, frame.depth, frame.mark, None)
+
+    def _add(self, value: Any, chars: int, nodes: int, depth: int, mark: Any, tag: str | None) -> None:
+        """Put a finished value in the container being built (or make it the document)."""
+        if not self.stack:
+            self.result = value
+            return
+        frame = self.stack[-1]
+        frame.chars += chars
+        frame.nodes += nodes
+        frame.depth = max(frame.depth, depth + 1)
+        target = frame.value
+        if isinstance(target, list):
+            target.append(value)
+        elif frame.key is _NO_KEY:
+            if tag == _MERGE:
+                frame.key = _MERGE_KEY
+            elif isinstance(value, (list, dict)):
+                raise YamlError("a mapping key is a list or a mapping", *_at(mark))
+            else:  # keys repeat in every test: one string each (as json's decoder shares them)
+                frame.key = sys.intern(value if isinstance(value, str) else js_key(value))
+        elif frame.key is _MERGE_KEY:
+            frame.key = _NO_KEY
+            sources = value if isinstance(value, list) else [value]
+            if frame.merged is None:
+                frame.merged = {}
+            for source in reversed(sources):
+                if not isinstance(source, dict):
+                    raise YamlError("a merge key (<<) takes a mapping or a list of mappings", *_at(mark))
+                frame.merged.update(source)
+        else:
+            target[frame.key] = value
+            frame.key = _NO_KEY
+
+
+def _scalar(tag: str, text: str, mark: Any) -> Any:
+    if tag == _STR:
+        return text
+    if tag == _NULL:
+        return None
+    if tag == _BOOL:
+        return text.lower() == "true"
+    if tag == _INT:
+        if text.startswith("0o"):
+            return int(text[2:], 8)
+        if text.startswith("0x"):
+            return int(text[2:], 16)
+        digits = len(text.lstrip("+-"))
+        if digits > (limit := max_int_digits()) > 0:
+            raise YamlError(f"an integer of {digits:,} digits (evalsite reads integers of at most {limit:,} "
+                            "digits; quote it to keep it as text)", *_at(mark), final=True)
+        return int(text, 10)
+    if tag == _FLOAT and text.lower().lstrip("+-") not in (".inf", ".nan"):
+        return float(text)
+    if tag == _MERGE:
+        return text  # a `<<` key: `_add` merges the value that follows it
+    raise YamlError(f"a value JSON cannot hold ({tag.rsplit(':', 1)[-1]}: {text[:40]})", *_at(mark))
 
 
 def js_key(key: Any) -> str:
@@ -202,22 +352,70 @@ def js_key(key: Any) -> str:
     return "null" if key is None else js_string(key)
 
 
-def node_line(root: yaml.Node | None, path: tuple[str | int, ...]) -> tuple[int, int] | None:
-    """(line, column) of the value at `path` in a loaded document's node tree, or of its deepest
-    parent there."""
-    if root is None:
+def node_line(where: YamlText | None, path: tuple[str | int, ...]) -> tuple[int, int] | None:
+    """(line, column) of the value at `path` in a loaded document, or of its deepest parent
+    there (an alias: where it is written). The text is parsed again, its events walked to the
+    path; nothing else is kept."""
+    if where is None:
         return None
-    node = root
-    for part in path:
-        child: yaml.Node | None = None
-        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-            child = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            child = node.value[part]
-        if child is None:
-            break
-        node = child
-    return node.start_mark.line + 1, node.start_mark.column + 1
+    loader = _CoreLoader(where.text)
+    # One entry per open container on the way to `path`: its next index (a sequence), or the key
+    # just read (a mapping: None while a key is expected, _NO_KEY after a key that is not text).
+    best: tuple[int, int] | None = None
+    trail: list[list[Any]] = []  # [kind, state]
+    skip = 0  # depth inside a value (or a complex key) off the path
+    skipping_key = False
+    try:
+        loader.get_event()
+        if loader.check_event(yaml.StreamEndEvent):
+            return None
+        loader.get_event()
+        while not loader.check_event(yaml.DocumentEndEvent):
+            event = loader.get_event()
+            starts = isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent)
+            ends = isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent)
+            if skip:
+                skip += 1 if starts else -1 if ends else 0
+                if skip == 0 and not skipping_key:
+                    _advance(trail)
+                skipping_key = skipping_key and skip > 0
+                continue
+            if ends:
+                trail.pop()
+                if not trail:
+                    return best
+                _advance(trail)
+                continue
+            if trail and trail[-1][0] == "map" and trail[-1][1] is None:  # a mapping's key
+                trail[-1][1] = event.value if isinstance(event, yaml.ScalarEvent) else _NO_KEY
+                if starts:
+                    skip, skipping_key = 1, True
+                continue
+            depth = len(trail)
+            if depth > len(path) or (depth and trail[-1][1] != path[depth - 1]):  # off the path
+                if starts:
+                    skip = 1
+                else:
+                    _advance(trail)
+                continue
+            best = _at(event.start_mark)
+            if depth == len(path) or not starts:
+                return best
+            trail.append(["seq", 0] if isinstance(event, yaml.SequenceStartEvent) else ["map", None])
+        return best
+    except yaml.YAMLError:
+        return best
+    finally:
+        loader.dispose()
+
+
+def _advance(trail: list[list[Any]]) -> None:
+    """The value of the innermost container is done: the next index, or the next key."""
+    if trail:
+        if trail[-1][0] == "seq":
+            trail[-1][1] += 1
+        else:
+            trail[-1][1] = None
 
 
 def dump_yaml(value: Any) -> str:
@@ -257,7 +455,12 @@ _CoreDumper.add_representer(str, _represent_str)
 def js_number(value: float | int) -> str:
     """`String(n)` for a JavaScript number."""
     if isinstance(value, int):
-        return str(value) if abs(value) < 10**21 else js_number(float(value))
+        if abs(value) < 10**21:
+            return str(value)
+        try:
+            return js_number(float(value))
+        except OverflowError:  # past the largest double: JavaScript's number is infinite
+            return "Infinity" if value > 0 else "-Infinity"
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -329,17 +532,27 @@ class TemplateError(ValueError):
     """A template that uses more of Nunjucks than `{{ var }}` (tags, filters, expressions)."""
 
 
-def render(template: str, variables: dict[str, Any]) -> str:
+def render(template: str, variables: dict[str, Any], used: set[str] | None = None) -> str:
     """`nunjucks.renderString(template, vars)` for the templates promptfoo configs mostly hold:
     text with `{{ name }}` / `{{ name.key }}` / `{{ name[0] }}` references. Anything else
-    Nunjucks would interpret raises TemplateError rather than be rendered differently."""
+    Nunjucks would interpret raises TemplateError rather than be rendered differently.
+
+    A reference met again (in this template, or in the others of `used`'s rendering) repeats
+    its value: counted against the upload's expansion budget, so a short template naming a
+    long var ten thousand times is refused rather than built."""
     if not any(tag in template for tag in _TAGS):
         return template
+    used = set() if used is None else used
     out: list[str] = []
     position = 0
     for match in _VARIABLE.finditer(template):
         out.append(_literal(template[position:match.start()]))
-        out.append(js_string(_lookup(variables, match.group(1))))
+        text = js_string(_lookup(variables, match.group(1)))
+        if match.group(1) in used:
+            current_expansion().expand(len(text), file=None, what="the prompt's repeated {{ var }} references")
+        else:
+            used.add(match.group(1))
+        out.append(text)
         position = match.end()
     out.append(_literal(template[position:]))
     return "".join(out)
@@ -349,24 +562,25 @@ def render_prompt(template: str, variables: dict[str, Any]) -> str:
     """promptfoo's `renderPrompt` of an inline prompt: a prompt that is JSON (a chat) has its
     strings rendered and is written back indented; otherwise the text vars, themselves
     templates, are rendered first, then the prompt with them."""
+    used: set[str] = set()
     try:
         parsed = json.loads(template)
     except ValueError:
         parsed = None
     else:
-        return json.dumps(_render_in(parsed, prompt_vars(variables)), ensure_ascii=False, indent=2)
+        return json.dumps(_render_in(parsed, prompt_vars(variables), used), ensure_ascii=False, indent=2)
     variables = prompt_vars(variables)
-    rendered = {k: render(v, variables) if isinstance(v, str) else v for k, v in variables.items()}
-    return render(template, rendered)
+    rendered = {k: render(v, variables, set()) if isinstance(v, str) else v for k, v in variables.items()}
+    return render(template, rendered, used)
 
 
-def _render_in(value: Any, variables: dict[str, Any]) -> Any:
+def _render_in(value: Any, variables: dict[str, Any], used: set[str]) -> Any:
     if isinstance(value, str):
-        return render(value, variables)
+        return render(value, variables, used)
     if isinstance(value, list):
-        return [_render_in(v, variables) for v in value]
+        return [_render_in(v, variables, used) for v in value]
     if isinstance(value, dict):
-        return {k: _render_in(v, variables) for k, v in value.items()}
+        return {k: _render_in(v, variables, used) for k, v in value.items()}
     return value
 
 

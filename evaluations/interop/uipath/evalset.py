@@ -62,11 +62,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evaluations.interop.base import (
+    TOO_LARGE_A_NUMBER,
     CaseSink,
     ParsedEvalSet,
     PathPart,
     Problem,
     SourceFile,
+    as_float,
     format_path,
     locate,
     problems_from_validation_error,
@@ -421,8 +423,10 @@ class _Parser:
                     weight = entry["weight"]
                     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
                         self.problem("weight must be a number of at least 0", ["evaluatorConfigs", index, "weight"])
+                    elif (number := as_float(weight)) is None:
+                        self.problem(TOO_LARGE_A_NUMBER, ["evaluatorConfigs", index, "weight"])
                     else:
-                        weights[entry["ref"]] = float(weight)
+                        weights[entry["ref"]] = number
             else:
                 self.problem("must be an evaluator id or a {ref, weight} object", ["evaluatorConfigs", index])
         return ids, weights

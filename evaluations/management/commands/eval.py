@@ -105,9 +105,9 @@ class Command(BaseCommand):
                   "name": options["name"], "enqueue": False, "iterations": options["iterations"],
                   "warmups": options["warmups"]}
         if options["outputs"]:
-            from evaluations.interop.outputs import read_outputs
+            from evaluations.interop.outputs import read_output_rows
 
-            outputs = read_outputs(files_from_paths([options["outputs"]]))
+            outputs = read_output_rows(files_from_paths([options["outputs"]]))
             run = runs.run_create(target_kind=Run.TargetKind.UPLOADED, outputs=outputs, **common)
         else:
             kind, target = options["target_spec"]

@@ -39,6 +39,8 @@ IMPORT_ERROR_TITLES = {
     "schema": "The file does not match its format",
     "unknown_format": "No known eval-set format was recognised",
     "too_large": "The upload is too large",
+    "too_expanded": "The upload expands past a limit",
+    "invalid_yaml": "The file is not YAML evalsite can read",
     "empty": "The upload holds no eval cases",
     "invalid_zip": "The zip archive cannot be read",
     "unsafe_zip": "The zip archive is unsafe",
