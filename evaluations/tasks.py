@@ -1,4 +1,5 @@
-"""django-q2 entry points: thin, id-in, safe to run twice. The work is in `runs`."""
+"""django-q2 entry points: thin, id-in, safe to run twice. The work is in the domain packages
+(`runs`, `ingest`, `monitors`, `notify`, `review`) and `api.idempotency`'s sweep."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 
 This face hands on the names the rest of evalsite uses; the logic lives in `upload.py` (an
 upload's files gathered, its format detected and its eval sets read: `read_upload()`),
-`base.py` (shared primitives) and `writing.py` (the writers' shared parts).
+`base.py` (shared primitives), `limits.py` (what an upload may expand to) and `writing.py` (the
+writers' shared parts).
 """
 
 from __future__ import annotations

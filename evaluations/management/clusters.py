@@ -12,7 +12,7 @@ was busy, counted from when its newest worker was ready: a healthy cluster with 
 takes a waiting task within a second.
 
 `manage.py up --team` looks every watchdog tick and restarts a hung cluster;
-`manage.py clustercheck` does the same look for systemd (docs/team-server.md).
+`manage.py watchdog --check` does the same look for systemd (docs/team-server.md).
 """
 
 from __future__ import annotations
