@@ -27,7 +27,7 @@ from rest_framework.views import APIView
 from evaluations.api.common import PAGE_PARAMETERS, paged, query, responses
 from evaluations.api.errors import READ_ERRORS
 from evaluations.api.pagination import Pagination
-from evaluations.api.runs import _run_or_404, conversation_scores, filtered_results
+from evaluations.api.runs import conversation_scores, filtered_results, run_or_404
 from evaluations.api.serializers import (
     AggregateMetricQuery,
     AggregateMetricSerializer,
@@ -63,9 +63,9 @@ def _with_records(scores: QuerySet[Score]) -> QuerySet[Score]:
 
 
 def record(run: Run, s: Score, groups: dict[str, str]) -> dict[str, Any]:
-    """The export's metric record (exports._record), with the raw value on the evaluator's own
+    """The export's metric record (exports.metric_record), with the raw value on the evaluator's own
     scale (seconds for latency metrics, which have no [0, 1] score) and where it comes from."""
-    return {**exports._record(run, s.result, s, groups).model_dump(mode="json"), "raw_value": s.raw_value,
+    return {**exports.metric_record(run, s.result, s, groups).model_dump(mode="json"), "raw_value": s.raw_value,
             "result": s.result_id, "eval_id": s.result.case.eval_id, "iteration": s.result.iteration}
 
 
@@ -79,7 +79,7 @@ class RunMetrics(APIView):
         responses=responses(paged(AggregateMetricSerializer), *READ_ERRORS))
     def get(self, request: Request, pk: int) -> Response:
         params = query(AggregateMetricQuery, request)
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         scores = _scores(run, params)
         rows = (scores.values("criterion", "applies_to", "node_name")
                 .annotate(n=Count("pk"), mean=Avg("score"), low=Min("score"), high=Max("score"),
@@ -89,7 +89,7 @@ class RunMetrics(APIView):
                 .order_by("criterion", "applies_to", "node_name"))
         paginator = Pagination()
         page = paginator.paginate_queryset(rows, request, view=self) or []
-        groups = exports._groups(run)
+        groups = exports.score_groups(run)
         individual: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         if params["include_individual"] and page:
             wanted = Q()
@@ -125,10 +125,10 @@ class RunMetricResults(APIView):
         responses=responses(paged(MetricRecordSerializer), *READ_ERRORS))
     def get(self, request: Request, pk: int) -> Response:
         params = query(MetricRecordQuery, request)
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         paginator = Pagination()
         page = paginator.paginate_queryset(_with_records(_scores(run, params)).order_by("pk"), request, view=self) or []
-        groups = exports._groups(run)
+        groups = exports.score_groups(run)
         records = [record(run, s, groups) for s in page]
         return paginator.get_paginated_response(MetricRecordSerializer(records, many=True).data)
 
@@ -140,10 +140,10 @@ class RunWideTable(APIView):
         parameters=[ResultQuery, *PAGE_PARAMETERS], responses=responses(WideTableSerializer, *READ_ERRORS))
     def get(self, request: Request, pk: int) -> Response:
         params = query(ResultQuery, request)
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         # The CSV's header: the generator yields it before it reads any result.
         columns = [str(c) for c in next(exports.run_wide_rows(run))]
-        criteria = exports._criteria(run)
+        criteria = exports.criteria_of(run)
         rows = filtered_results(run, params).values(
             "pk", "case__eval_id", "iteration", "status", "latency_seconds", "prompt_tokens", "completion_tokens",
             "cost_usd", "error")

@@ -292,7 +292,7 @@ def _outputs(inline: list[dict[str, Any]] | None, upload: Any) -> list[OutputRow
         raise ValidationError({"outputs": [str(exc)]}) from None
 
 
-def _run_or_404(request: Request, pk: int) -> Run:
+def run_or_404(request: Request, pk: int) -> Run:
     return get_object_or_404(visible_runs(request).select_related("project", "evalset_version__evalset",
                                                                   "created_by"), pk=pk)
 
@@ -311,7 +311,7 @@ class RunDetail(RetrieveAPIView):
     def delete(self, request: Request, pk: int) -> Response:
         from evaluations.review.deletion import run_delete
 
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         require_admin(request, run.project, "delete runs")
         results = run.cases_total
         try:
@@ -337,7 +337,7 @@ class RunCauses(APIView):
                                "Grouped when the run finishes (`final` is false, and `items` empty, until then).",
                    responses=responses(RunCausesSerializer, *READ_ERRORS))
     def get(self, request: Request, pk: int) -> Response:
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         found = causes_payload(run_causes(run, limit=CAUSES_LIMIT)) if run.is_finished else None
         return Response({"run": run.pk, "final": run.is_finished,
                          **(found or {"failing_cases": 0, "total": 0, "items": []})})
@@ -347,7 +347,7 @@ class RunCancel(APIView):
     @extend_schema(summary="Cancel a queued or running run (results already written stay)", request=None,
                    responses=responses(RunSerializer, *WRITE_ERRORS))
     def post(self, request: Request, pk: int) -> Response:
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         _writable(request, run.project)
         if runs.run_cancel(run=run, user=request.user):
             record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_CANCELLED, via="the API")
@@ -359,7 +359,7 @@ class RunRetry(APIView):
     @extend_schema(summary="Run the failed and errored results of a finished run again", request=None,
                    responses=responses(RetrySerializer, *WRITE_ERRORS))
     def post(self, request: Request, pk: int) -> Response:
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         _writable(request, run.project)
         try:
             reset = runs.run_retry_failed(run=run, user=request.user)
@@ -376,7 +376,7 @@ class RunPin(APIView):
     def post(self, request: Request, pk: int) -> Response:
         from evaluations.review.services import evalset_pin_baseline
 
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         require_admin(request, run.project, "pin baselines")
         if run.status != Run.Status.COMPLETED:
             raise ValidationError({"run": [f"only a completed run can be the baseline (this one is {run.status})"]})
@@ -392,7 +392,7 @@ class RunSummary(APIView):
     @extend_schema(summary="A run's aggregates (the run page's summary)",
                    responses=responses(RunSummarySerializer, *READ_ERRORS))
     def get(self, request: Request, pk: int) -> Response:
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         # A finished run's summary is stored; an unfinished one's is computed (in the database) now.
         stored = run.summary
         raw = stored if stored else runs.run_summary(run)
@@ -472,7 +472,7 @@ class RunResults(ListAPIView):
 
     def get_queryset(self) -> Any:
         params = query(ResultQuery, self.request)
-        run = _run_or_404(self.request, self.kwargs["pk"])
+        run = run_or_404(self.request, self.kwargs["pk"])
         scores = Score.objects.order_by("criterion", "turn_index", "pk")
         if params.get("applies_to"):
             scores = scores.filter(applies_to=params["applies_to"])
@@ -547,7 +547,7 @@ class RunResultDetail(APIView):
     def get(self, request: Request, pk: int, result_pk: int) -> Response:
         from evaluations.api.serializers import EvalCaseSerializer, ScoreSerializer
 
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         result = get_object_or_404(CaseResult.objects.select_related("case"), pk=result_pk, run=run)
         output = _output(result)
         scores = Score.objects.filter(result=result).order_by("applies_to", "turn_index", "criterion", "node_name")
@@ -578,7 +578,7 @@ class RunReport(DownloadView):
                                                                          description="EvalReport"),
                               **error_responses(*READ_ERRORS)})
     def get(self, request: Request, pk: int) -> Any:
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         return streamed(exports.run_report_chunks(run), "application/json", f"run-{run.pk}-report.json")
 
 
@@ -589,7 +589,7 @@ class RunUpsonic(DownloadView):
                    responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT),
                               **error_responses(*READ_ERRORS)})
     def get(self, request: Request, pk: int) -> Any:
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         return streamed(exports.run_upsonic_chunks(run), "application/json", f"run-{run.pk}-upsonic.json")
 
 
@@ -602,7 +602,7 @@ class RunCsv(DownloadView):
                    responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR),
                               **error_responses(*READ_ERRORS)})
     def get(self, request: Request, pk: int) -> Any:
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         return streamed(exports.csv_lines(exports.run_wide_rows(run)), "text/csv", f"run-{run.pk}-results.csv")
 
 
@@ -615,7 +615,7 @@ class RunMetricRecords(DownloadView):
                        description="a list of metric records"),
                               **error_responses(*READ_ERRORS)})
     def get(self, request: Request, pk: int) -> Any:
-        run = _run_or_404(request, pk)
+        run = run_or_404(request, pk)
         return streamed(exports.run_metric_records_chunks(run), "application/json", f"run-{run.pk}-metrics.json")
 
 

@@ -61,7 +61,7 @@ from evaluations.messages import MESSAGE_CHARS as MESSAGE_CHARS
 from evaluations.messages import first_line as first_line
 from evaluations.messages import normalise as normalise
 from evaluations.models import CaseResult, CauseSet, ResultCause, Run, RunCause, Score
-from evaluations.review.findings import _value, call_text
+from evaluations.review.findings import call_text, value_text
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.evalset import EvalConfig, MatchType, ToolCall
 from evaluations.schemas.outputs import AgentOutput
@@ -266,7 +266,7 @@ def _taken(call: ToolCall, swapped: list[ToolCall]) -> bool:
 
 
 def _short(value: Any) -> str:
-    return _value(value)
+    return value_text(value)
 
 
 def answer_part(case: NativeCase | None, output: AgentOutput | None, score: float | None,

@@ -42,7 +42,7 @@ class Finding:
     result_pk: int | None  # the candidate's result a link opens
 
 
-def _value(value: Any) -> str:
+def value_text(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
     return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS - 1] + "…"
 
@@ -50,7 +50,7 @@ def _value(value: Any) -> str:
 def call_text(call: ToolCall) -> str:
     """`get_weather(city=Rome)`."""
     args = call.args if isinstance(call.args, dict) else {}
-    return f"{call.name}({', '.join(f'{k}={_value(v)}' for k, v in args.items())})"
+    return f"{call.name}({', '.join(f'{k}={value_text(v)}' for k, v in args.items())})"
 
 
 def cause_of(case: NativeCase, output: AgentOutput | None, error: str, match_type: MatchType = MatchType.IN_ORDER,
@@ -75,11 +75,11 @@ def cause_of(case: NativeCase, output: AgentOutput | None, error: str, match_typ
             elif row.kind == ARGS_DIFFER:
                 for diff in row.arg_diffs:
                     if diff.kind == ADDED:
-                        parts.append(f"{diff.path} added ={_value(diff.actual)}")
+                        parts.append(f"{diff.path} added ={value_text(diff.actual)}")
                     elif diff.kind == REMOVED:
-                        parts.append(f"{diff.path} dropped (was {_value(diff.expected)})")
+                        parts.append(f"{diff.path} dropped (was {value_text(diff.expected)})")
                     else:
-                        parts.append(f"{diff.path} {_value(diff.expected)}→{_value(diff.actual)}")
+                        parts.append(f"{diff.path} {value_text(diff.expected)}→{value_text(diff.actual)}")
     if not parts and (output.error or error):
         parts.append(_first_line(output.error or error))
     if not parts:

@@ -78,7 +78,7 @@ def version_native_text(version: EvalSetVersion) -> str:
 # --- Run results ----------------------------------------------------------------------------
 
 
-def _criteria(run: Run) -> list[str]:
+def criteria_of(run: Run) -> list[str]:
     criteria = run.config.get("criteria") or {}
     return [name for name in ordered_keys(criteria, run.criteria_order) if criteria[name].get("enabled", True)]
 
@@ -164,7 +164,7 @@ def run_report_chunks(run: Run) -> Iterator[str]:
 
 def run_wide_rows(run: Run) -> Iterator[list[Any]]:
     """CSV rows, one per case and iteration, one column per criterion (and its pass flag)."""
-    criteria = _criteria(run)
+    criteria = criteria_of(run)
     yield ["eval_id", "iteration", "status", "latency_seconds", "prompt_tokens", "completion_tokens", "cost_usd",
            *[c for name in criteria for c in (name, f"{name}.passed")], "error"]
     for result, scores in _results_with_scores(run):
@@ -186,10 +186,10 @@ def _blank(value: Any) -> Any:
 def run_metric_records(run: Run, *, aggregated: bool = False, with_records: bool = True) -> Iterator[dict[str, Any]]:
     """watsonx.governance-style metric records: one per score at its level; with
     `aggregated`, one per metric, level and node (mean/min/max/count), optionally with them."""
-    groups = _groups(run)
+    groups = score_groups(run)
     if not aggregated:
         for result, scores in _results_with_scores(run):
-            yield from (_record(run, result, s, groups).model_dump(mode="json") for s in scores)
+            yield from (metric_record(run, result, s, groups).model_dump(mode="json") for s in scores)
         return
     rows = (Score.objects.filter(run=run).values("criterion", "applies_to", "node_name")
             .annotate(count=Count("pk"), mean=Avg("score"), min=Min("score"), max=Max("score"))
@@ -198,7 +198,7 @@ def run_metric_records(run: Run, *, aggregated: bool = False, with_records: bool
         individual = None
         if with_records:
             individual = [
-                _record(run, s.result, s, groups) for s in Score.objects.filter(
+                metric_record(run, s.result, s, groups) for s in Score.objects.filter(
                     run=run, criterion=row["criterion"], applies_to=row["applies_to"], node_name=row["node_name"]
                 ).select_related("result__case").order_by("pk")
             ]
@@ -217,7 +217,7 @@ def run_metric_records_chunks(run: Run) -> Iterator[str]:
     yield "\n]\n"
 
 
-def _groups(run: Run) -> dict[str, str]:
+def score_groups(run: Run) -> dict[str, str]:
     """Criterion -> its evaluator's metric group (watsonx metric groups)."""
     from evaluations.evaluators import registry
 
@@ -230,7 +230,7 @@ def _groups(run: Run) -> dict[str, str]:
     return out
 
 
-def _record(run: Run, result: CaseResult, s: Score, groups: dict[str, str] | None = None) -> MetricRecord:
+def metric_record(run: Run, result: CaseResult, s: Score, groups: dict[str, str] | None = None) -> MetricRecord:
     conversation = f"{result.case.eval_id}#{result.iteration}"
     return MetricRecord(
         id=f"run{run.pk}-score{s.pk}",
