@@ -39,7 +39,7 @@ def _problems(exc: PromptError) -> list[str]:
 def prompt_list(request: HttpRequest) -> HttpResponse:
     project = current_project(request)
     can_write = bool(project and project.can_write(request.user))
-    fields = {"name": "", "system": EXAMPLE_SYSTEM, "user": EXAMPLE_USER, "note": ""}
+    fields = {"name": "", "system": "", "user": EXAMPLE_USER, "note": ""}
     problems: list[str] = []
     if request.method == "POST":
         if project is None or not can_write:
@@ -57,7 +57,7 @@ def prompt_list(request: HttpRequest) -> HttpResponse:
     rows = selectors.prompt_rows(Prompt.objects.filter(project=project)) if project else []
     return render(request, "evaluations/prompts/list.html", {
         "project": project, "rows": rows, "can_write": can_write, "fields": fields, "problems": problems,
-        "variables": VARIABLES}, status=400 if problems else 200)
+        "variables": VARIABLES, "example_system": EXAMPLE_SYSTEM}, status=400 if problems else 200)
 
 
 def _prompt(request: HttpRequest, pk: int) -> Prompt:
