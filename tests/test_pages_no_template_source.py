@@ -1,6 +1,7 @@
 """No page shows template source: walking the main pages on seeded data (the demo eval set
 run twice, a comparison with regressions, a triage), none contains `{#` or `#}` (a Django
-comment spread over two lines is printed as text), nor `{%` / `{{` (`%}` is left out: plotly's hover templates say `%{y:.1%}`)."""
+comment spread over two lines is printed as text), nor `{%` / `{{` (`%}` is left out: plotly's hover templates say `%{y:.1%}`;
+a prompt's `{{input}}` is data)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ def test_no_rendered_page_contains_template_syntax(acme: Project, alice_client: 
     for url in pages:
         response = alice_client.get(url)
         assert response.status_code == 200, (url, response.status_code)
-        text = response.content.decode()
+        # The model target's user template, `{{input}}`, is a prompt's own syntax that the new-run
+        # page shows as data (a textarea's value, its help); it is no Django template source.
+        text = response.content.decode().replace("{{input}}", "")
         for token in ("{#", "#}", "{%", "{{"):
             assert token not in text, f"{url} shows template source {token!r}: ...{text[text.find(token) - 80:text.find(token) + 80]}..."

@@ -117,3 +117,17 @@ def prompt_diff(*, prompt: Prompt, before: int, after: int) -> PromptDiff | None
         return None
     a, b = found[before], found[after]
     return PromptDiff(a, b, line_diff(a.system, b.system), line_diff(a.user, b.user))
+
+
+def version_choices(project: Project, *, per_prompt: int = 10) -> list[tuple[str, str]]:
+    """("<prompt id>:<version>", "support v3") for the latest `per_prompt` versions of each of
+    the project's prompts, for the forms that pick one: one query."""
+    choices = []
+    seen: dict[int, int] = {}
+    for prompt_id, name, number in (PromptVersion.objects.filter(prompt__project=project)
+                                    .order_by("prompt__name", "-number")
+                                    .values_list("prompt_id", "prompt__name", "number")):
+        seen[prompt_id] = seen.get(prompt_id, 0) + 1
+        if seen[prompt_id] <= per_prompt:
+            choices.append((f"{prompt_id}:{number}", f"{name} v{number}"))
+    return choices

@@ -43,6 +43,7 @@ TARGET_KINDS = [
     ("uploaded", "Upload outputs"),
     ("http", "HTTP endpoint"),
     ("python", "Python callable"),
+    ("model", "A model and a prompt"),
     ("traces", "Traces your agent sends"),
 ]
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
@@ -96,6 +97,17 @@ class NewRunForm(forms.Form):
     http_timeout = forms.FloatField(required=False, min_value=0.1, max_value=3600, label="Timeout (s)")
     python_callable = forms.CharField(required=False, label="Callable", max_length=300,
                                       help_text="package.module:function, importable by the queue workers")
+    # A model target (OpenAI-compatible /chat/completions, its tools simulated from the eval set).
+    model_base_url = forms.CharField(required=False, label="Base URL", max_length=2000)
+    model_name = forms.CharField(required=False, label="Model", max_length=200)
+    model_api_key_env = forms.CharField(required=False, label="API key variable", max_length=200,
+                                        initial="OPENAI_API_KEY")
+    model_prompt = forms.ChoiceField(required=False, label="Prompt")
+    model_system = forms.CharField(required=False, label="System message", widget=forms.Textarea)
+    model_user = forms.CharField(required=False, label="User template", widget=forms.Textarea,
+                                 initial="{{input}}")
+    model_max_steps = forms.IntegerField(required=False, min_value=1, max_value=100, label="Max steps")
+    model_temperature = forms.FloatField(required=False, min_value=0, max_value=2, label="Temperature")
     traces_deadline_minutes = forms.IntegerField(
         required=False, min_value=0, max_value=30 * 24 * 60, label="Deadline (minutes)",
         help_text="Cases without a trace by then are missing, and the run is scored. Default: 60.")
@@ -112,8 +124,10 @@ class NewRunForm(forms.Form):
     tags = forms.CharField(required=False, max_length=1000, help_text="Comma-separated")
 
     def __init__(self, *args: Any, versions: dict[int, EvalSetVersion], presets: dict[int, EvaluationConfig],
-                 **kwargs: Any) -> None:
+                 prompts: list[tuple[str, str]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # "<prompt id>:<version>" of the project's stored prompts, or "" for the text typed here
+        self.fields["model_prompt"].choices = [("", "the text below"), *(prompts or [])]  # type: ignore[attr-defined]
         self.versions = versions
         self.presets = presets
         self.outputs_error: EvalSetImportError | None = None
@@ -165,6 +179,8 @@ class NewRunForm(forms.Form):
         elif kind == "python":
             target = self._spec(PythonTargetSpec, "python_callable",
                                 {"callable": (data.get("python_callable") or "").strip()})
+        elif kind == "model":  # checked whole by run_create (model_target_prepare): RunError says where
+            target = self._model_target(data)
         elif kind == "traces":  # evaluations/ingest/runs.py makes the run
             minutes = data.get("traces_deadline_minutes")
             target = {"deadline_seconds": minutes * 60} if minutes is not None else {}
@@ -207,6 +223,26 @@ class NewRunForm(forms.Form):
                        "git_commit": data.get("git_commit") or "", "tags": data.get("tags") or []},
         }
         return data
+
+    def _model_target(self, data: dict[str, Any]) -> dict[str, Any]:
+        base_url, model = (data.get("model_base_url") or "").strip(), (data.get("model_name") or "").strip()
+        if not base_url:
+            self.add_error("model_base_url", "Give the endpoint's base URL (/chat/completions is added).")
+        if not model:
+            self.add_error("model_name", "Give the model's name, as the endpoint knows it.")
+        target: dict[str, Any] = {"base_url": base_url, "model": model}
+        if (data.get("model_api_key_env") or "").strip():
+            target["api_key_env"] = data["model_api_key_env"].strip()
+        prompt_id, _, number = (data.get("model_prompt") or "").partition(":")
+        if prompt_id.isdigit() and number.isdigit():
+            target["prompt"] = {"prompt_id": int(prompt_id), "version": int(number)}
+        else:
+            target["prompt"] = {"system": data.get("model_system") or "", "user": data.get("model_user") or ""}
+        if data.get("model_max_steps") is not None:
+            target["max_steps"] = data["model_max_steps"]
+        if data.get("model_temperature") is not None:
+            target["temperature"] = data["model_temperature"]
+        return target
 
     def _spec(self, model: type[BaseModel], field: str, values: dict[str, Any]) -> dict[str, Any]:
         try:

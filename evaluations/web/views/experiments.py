@@ -16,7 +16,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 from pydantic import ValidationError
 
 from evaluations.audit import record_experiment
-from evaluations.models import EvalSet, Experiment, Project, PromptVersion
+from evaluations.models import EvalSet, Experiment, Project
+from evaluations.prompts.selectors import version_choices
 from evaluations.runs import experiments
 from evaluations.runs.services import RunError
 from evaluations.schemas.model_target import MAX_VARIANTS, ExperimentSpec
@@ -32,19 +33,6 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
     rows = experiments.experiment_rows(Experiment.objects.filter(project=project)) if project else []
     return render(request, "evaluations/experiments/list.html", {
         "project": project, "rows": rows, "can_write": bool(project and project.can_write(request.user))})
-
-
-def _prompt_choices(project: Project) -> list[tuple[str, str]]:
-    """("<prompt id>:<version>", "support v3") for the latest ten versions of every prompt."""
-    choices = []
-    seen: dict[int, int] = {}
-    for prompt_id, name, number in (PromptVersion.objects.filter(prompt__project=project)
-                                    .order_by("prompt__name", "-number")
-                                    .values_list("prompt_id", "prompt__name", "number")):
-        seen[prompt_id] = seen.get(prompt_id, 0) + 1
-        if seen[prompt_id] <= 10:
-            choices.append((f"{prompt_id}:{number}", f"{name} v{number}"))
-    return choices
 
 
 def _blank_fields(request: HttpRequest, choices: list[tuple[str, str]]) -> dict[str, Any]:
@@ -115,7 +103,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("only members and admins of a project start experiments")
     evalsets = list(EvalSet.objects.filter(project=project, latest_version__isnull=False)
                     .order_by("name", "eval_set_id"))
-    choices = _prompt_choices(project)
+    choices = version_choices(project)
     fields = _blank_fields(request, choices)
     problems: list[str] = []
     if request.method == "POST":

@@ -24,6 +24,7 @@ from evaluations.evaluators.parity import parity_notes
 from evaluations.ingest.runs import traces_run_create, traces_waiting
 from evaluations.models import AuditEvent, Membership, Run
 from evaluations.ordering import config_in_order
+from evaluations.prompts.selectors import version_choices
 from evaluations.review import selectors as review_selectors
 from evaluations.review.causes import run_causes
 from evaluations.review.notices import notices_against
@@ -169,10 +170,12 @@ def run_new(request: HttpRequest) -> HttpResponse:
         if version is not None:
             initial["version"] = version.pk
             initial["config_json"] = config_text(runs.config_for(version)) if _valid_default(version) else ""
-        form = NewRunForm(initial=initial, versions=choices.versions, presets=choices.presets)
+        form = NewRunForm(initial=initial, versions=choices.versions, presets=choices.presets,
+                          prompts=version_choices(project))
         return _render_new(request, form, choices)
 
-    form = NewRunForm(request.POST, request.FILES, versions=choices.versions, presets=choices.presets)
+    form = NewRunForm(request.POST, request.FILES, versions=choices.versions, presets=choices.presets,
+                      prompts=version_choices(project))
     if not form.is_valid():
         return _render_new(request, form, choices, status=400)
     try:
@@ -196,7 +199,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
 
 # What New run remembers of the user's last run (in the session): its eval set and target.
 NEW_RUN_MEMORY = "new_run_last"
-REMEMBERED_TARGET = ("target_kind", "http_url", "python_callable")
+REMEMBERED_TARGET = ("target_kind", "http_url", "python_callable", "model_base_url", "model_name", "model_api_key_env")
 
 
 def _initial_version(request: HttpRequest, choices: selectors.NewRunChoices, remembered: dict[str, Any]) -> Any:
