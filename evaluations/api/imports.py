@@ -71,8 +71,8 @@ class ResultsImport(APIView):
                     rescored = run_rescore(run=run, user=request.user)
                 except runs.RunError as exc:
                     raise ValidationError({"rescore": [str(exc)]}) from None
-        record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API",
-                   data={"imported": run.target.get("imported")})
+            record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API",
+                       data={"imported": run.target.get("imported")})
         body = {"run": RunSerializer(run).data, "rescored": RunSerializer(rescored).data if rescored else None}
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -88,8 +88,9 @@ class RunRescore(APIView):
         require_writer(request, run.project, "start or change runs")
         try:
             judge = isinstance(request.data, dict) and request.data.get("judge") in (True, "true", "on", "1")
-            rescored = run_rescore(run=run, user=request.user, judge=judge)
+            with transaction.atomic():  # the run and its audit event, together or neither
+                rescored = run_rescore(run=run, user=request.user, judge=judge)
+                record_run(run=rescored, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")
         except runs.RunError as exc:
             raise ValidationError({"run": [str(exc)]}) from None
-        record_run(run=rescored, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")
         return Response(RunSerializer(rescored).data, status=status.HTTP_201_CREATED)

@@ -230,16 +230,17 @@ class RunListCreate(ListCreateAPIView):
         if v["target_kind"] == Run.TargetKind.TRACES:
             return self._create_traces_run(request, v, evalset, version, config, preset)
         try:
-            run = runs.run_create(
-                project=evalset.project, version=version, target_kind=v["target_kind"], target=v["target"],
-                outputs=outputs, config=config, preset=preset, iterations=v["iterations"], warmups=v["warmups"],
-                eval_ids=v.get("eval_ids"), input_overrides=v["input_overrides"], name=v["name"],
-                labels=_labels(v),
-                user=request.user,
-            )
+            with transaction.atomic():  # the run and its audit event, together or neither
+                run = runs.run_create(
+                    project=evalset.project, version=version, target_kind=v["target_kind"], target=v["target"],
+                    outputs=outputs, config=config, preset=preset, iterations=v["iterations"], warmups=v["warmups"],
+                    eval_ids=v.get("eval_ids"), input_overrides=v["input_overrides"], name=v["name"],
+                    labels=_labels(v),
+                    user=request.user,
+                )
+                record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")
         except runs.RunError as exc:
             raise ValidationError({"run": [str(exc)]}) from None
-        record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -250,15 +251,16 @@ class RunListCreate(ListCreateAPIView):
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
             raise ValidationError({"target": ["deadline_seconds must be a whole number of seconds"]})
         try:
-            run = traces_run_create(
-                project=evalset.project, version=version, deadline_seconds=seconds, config=config, preset=preset,
-                iterations=v["iterations"], eval_ids=v.get("eval_ids"), name=v["name"],
-                labels=_labels(v),
-                user=request.user,
-            )
+            with transaction.atomic():  # the run and its audit event, together or neither
+                run = traces_run_create(
+                    project=evalset.project, version=version, deadline_seconds=seconds, config=config,
+                    preset=preset, iterations=v["iterations"], eval_ids=v.get("eval_ids"), name=v["name"],
+                    labels=_labels(v),
+                    user=request.user,
+                )
+                record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")
         except runs.RunError as exc:
             raise ValidationError({"run": [str(exc)]}) from None
-        record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the API")
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 

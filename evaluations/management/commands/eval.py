@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
 from django.db.models import Prefetch
 from django.http import Http404
 from django.urls import reverse
@@ -104,15 +105,18 @@ class Command(BaseCommand):
                   "input_overrides": input_overrides_option(options), "labels": labels,
                   "name": options["name"], "enqueue": False, "iterations": options["iterations"],
                   "warmups": options["warmups"]}
+        outputs = None
         if options["outputs"]:
             from evaluations.interop.outputs import read_output_rows
 
             outputs = read_output_rows(files_from_paths([options["outputs"]]))
-            run = runs.run_create(target_kind=Run.TargetKind.UPLOADED, outputs=outputs, **common)
-        else:
-            kind, target = options["target_spec"]
-            run = runs.run_create(target_kind=kind, target=target, **common)
-        record_run(run=run, actor=None, verb=AuditEvent.Verb.RUN_STARTED, via="manage.py eval")
+        with transaction.atomic():  # the run and its audit event, together or neither
+            if outputs is not None:
+                run = runs.run_create(target_kind=Run.TargetKind.UPLOADED, outputs=outputs, **common)
+            else:
+                kind, target = options["target_spec"]
+                run = runs.run_create(target_kind=kind, target=target, **common)
+            record_run(run=run, actor=None, verb=AuditEvent.Verb.RUN_STARTED, via="manage.py eval")
         self.stdout.write(f"run {run.pk}: {run.cases_total} results to evaluate "
                           f"({version.evalset.eval_set_id} v{version.number})")
 

@@ -41,6 +41,8 @@ def results_import_page(request: HttpRequest) -> HttpResponse:
                                  evalset=form.cleaned_data["evalset"], user=request.user)
             if form.cleaned_data["rescore"]:
                 rescored = run_rescore(run=run, user=request.user)
+            record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the results import page",
+                       data={"imported": run.target.get("imported")})
     except EvalSetImportError as error:
         context = {"form": form, "project": project, "error": error,
                    "more_problems": error.total - len(error.problems)}
@@ -48,8 +50,6 @@ def results_import_page(request: HttpRequest) -> HttpResponse:
     except RunError as exc:
         return render(request, "evaluations/runs/import.html",
                       {"form": form, "project": project, "rescore_error": str(exc)}, status=400)
-    record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the results import page",
-               data={"imported": run.target.get("imported")})
     return render(request, "evaluations/runs/import.html",
                   {"form": ResultsImportForm(project=project), "project": project, "run": run, "rescored": rescored})
 
@@ -62,8 +62,10 @@ def run_rescore_page(request: HttpRequest, pk: int) -> HttpResponse:
     if not can_upload(request.user, run.project):
         raise PermissionDenied("only members and admins of the project may start runs")
     try:
-        rescored = run_rescore(run=run, user=request.user, judge=request.POST.get("judge") == "on")
+        with transaction.atomic():  # the run and its audit event, together or neither
+            rescored = run_rescore(run=run, user=request.user, judge=request.POST.get("judge") == "on")
+            record_run(run=rescored, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED,
+                       via="the results import page")
     except RunError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
-    record_run(run=rescored, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the results import page")
     return HttpResponseRedirect(reverse("run_detail", args=[rescored.pk]))

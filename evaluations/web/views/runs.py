@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -180,17 +181,18 @@ def run_new(request: HttpRequest) -> HttpResponse:
         return _render_new(request, form, choices, status=400)
     try:
         spec = form.cleaned_data["run"]
-        if spec["target_kind"] == Run.TargetKind.TRACES:  # waits for the agent's traces on /v1/traces
-            run = traces_run_create(project=project, user=request.user, version=spec["version"],
-                                    deadline_seconds=spec["target"].get("deadline_seconds"), config=spec["config"],
-                                    preset=spec["preset"], iterations=spec["iterations"], name=spec["name"],
-                                    labels=spec["labels"])
-        else:
-            run = runs.run_create(project=project, user=request.user, **spec)
-    except runs.RunError as exc:  # run_create is atomic: nothing was written
+        with transaction.atomic():  # the run and its audit event, together or neither
+            if spec["target_kind"] == Run.TargetKind.TRACES:  # waits for the agent's traces on /v1/traces
+                run = traces_run_create(project=project, user=request.user, version=spec["version"],
+                                        deadline_seconds=spec["target"].get("deadline_seconds"),
+                                        config=spec["config"], preset=spec["preset"], iterations=spec["iterations"],
+                                        name=spec["name"], labels=spec["labels"])
+            else:
+                run = runs.run_create(project=project, user=request.user, **spec)
+            record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the new-run page")
+    except runs.RunError as exc:  # nothing was written
         form.add_error(None, str(exc))
         return _render_new(request, form, choices, status=400)
-    record_run(run=run, actor=request.user, verb=AuditEvent.Verb.RUN_STARTED, via="the new-run page")
     # The next New run starts from this one's eval set and target (never its headers: secrets).
     request.session[NEW_RUN_MEMORY] = {"evalset": spec["version"].evalset_id,
                                        **{key: form.cleaned_data.get(key) or "" for key in REMEMBERED_TARGET}}
