@@ -16,9 +16,10 @@ T0 = 1_700_000_000_000_000_000
 
 def agent_trace(answer: str, *, tool_error: str = "", session: str = "", user: str = "", env: str = "prod",
                 seconds: float = 1.0, tokens: int = 100, retries: int = 0, service: str = "travel-agent",
-                root: str = "agent", start: int = T0) -> ExportTraceServiceRequest:
+                root: str = "agent", start: int = T0, question: str = "") -> ExportTraceServiceRequest:
     """One request with one trace: a root agent span answering `answer`, an LLM call with
-    `tokens` tokens, a tool call (failed with `tool_error`), retried `retries` times."""
+    `tokens` tokens, a tool call (failed with `tool_error`), retried `retries` times; the root
+    span was asked `question` (`input.value`) when one is given."""
     trace_id = os.urandom(16)
     counter = iter(range(1, 1000))
 
@@ -36,6 +37,8 @@ def agent_trace(answer: str, *, tool_error: str = "", session: str = "", user: s
                            "input.value": json.dumps({"city": "Paris"}), "output.value": "ok"},
                           error=tool_error))
     attrs: dict[str, Any] = {"openinference.span.kind": "AGENT", "output.value": answer}
+    if question:
+        attrs["input.value"] = question
     if session:
         attrs["session.id"] = session
     if user:

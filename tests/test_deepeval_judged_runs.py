@@ -15,8 +15,11 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from evaluations.accounts.tokens import token_create
 from evaluations.interop import SourceFile
-from evaluations.models import CaseResult, EvaluationConfig, Project, Run, Score
+from evaluations.models import CaseResult, EvaluationConfig, MonitorScore, Project, Run, Score, Trace
+from evaluations.monitors import scoring
+from evaluations.monitors.services import monitor_create
 from evaluations.monitors.spec import MonitorSpec
 from evaluations.review import calibration, grades
 from evaluations.runs import services as runs
@@ -25,6 +28,8 @@ from evaluations.schemas.evalset import EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 from tests.compare_helpers import generated_outputs, generated_version, make_run
 from tests.llm_server import Behaviour, FakeLLM
+from tests.monitor_helpers import agent_trace
+from tests.otlp_helpers import post
 
 RESULTS = Path(__file__).resolve().parent / "data" / "results"
 
@@ -150,6 +155,25 @@ def test_monitors_take_the_judged_metrics_that_need_no_golden(db: None) -> None:
     with pytest.raises(ValueError, match="reads expected_output"):
         MonitorSpec.model_validate({"name": "x", "criteria": {"deepeval_g_eval": {"options": {
             "criteria": "Right?", "evaluation_params": ["actual_output", "expected_output"]}}}})
+
+
+def test_a_monitor_scores_judged_metrics_with_its_calls_in_flight_together(
+        acme: Project, alice: Any, llm: FakeLLM, settings: Any) -> None:
+    settings.EVALSITE_JUDGE_CONCURRENCY = 4
+    relevancy_judge(llm, delay=0.05, off_topic="Call us")
+    monitor = monitor_create(project=acme, user=alice, spec=MonitorSpec.model_validate({
+        "name": "relevant", "criteria": {"deepeval_answer_relevancy": {"threshold": 0.5},
+                                         "short": {"evaluator": "contains", "options": {"substrings": ["Paris"]}}}}))
+    token = token_create(user=alice, name="agent").secret
+    for n in range(6):
+        assert post(Client(), agent_trace(f"Paris, answer {n}", question="Is it in stock?"), token).status_code == 200
+    assert scoring.score_traces(list(Trace.objects.values_list("pk", flat=True))) == 6
+    assert 1 < llm.max_in_flight <= 4  # several traces' judge calls at once, never more than asked
+    assert len(llm.requests) == 18  # 6 traces x (statements, verdicts, reason)
+    scores = MonitorScore.objects.filter(result__monitor=monitor)
+    assert sorted(scores.values_list("criterion", flat=True)) == ["deepeval_answer_relevancy"] * 6 + ["short"] * 6
+    assert {s.score for s in scores.filter(criterion="deepeval_answer_relevancy")} == {0.5}
+    assert {s.passed for s in scores.filter(criterion="short")} == {True}
 
 
 def test_calibration_sets_a_judged_metric_against_peoples_grades(acme: Project, llm: FakeLLM, alice: Any) -> None:

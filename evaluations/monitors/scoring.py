@@ -14,13 +14,16 @@ import gc
 import json
 import logging
 import math
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -87,6 +90,32 @@ class Scorer:
 
     def score(self, output: AgentOutput) -> list[_Scored]:
         return [_one(c, output) for c in self.criteria]
+
+    def score_many(self, outputs: list[AgentOutput]) -> list[list[_Scored]]:
+        """Each output's scores, in criterion order. The criteria that call an LLM judge run on
+        threads, EVALSITE_JUDGE_CONCURRENCY judge calls in flight at once (as a run's batch does);
+        the others are scored here, in turn."""
+        judged = [i for i, c in enumerate(self.criteria) if getattr(c.evaluator, "calls_judge", False)]
+        concurrency = settings.EVALSITE_JUDGE_CONCURRENCY
+        workers = min(2 * concurrency, len(outputs) * len(judged))
+        if workers <= 1 or concurrency <= 1:
+            return [self.score(output) for output in outputs]
+        limiter = threading.BoundedSemaphore(concurrency)
+        for i in judged:
+            client = getattr(self.criteria[i].evaluator, "client", None)
+            if client is not None and hasattr(client, "limiter"):
+                client.limiter = limiter
+        out: list[list[_Scored | None]] = [[None] * len(self.criteria) for _ in outputs]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="monitor-judge") as pool:
+            futures = {(n, i): pool.submit(_one, self.criteria[i], output)
+                       for n, output in enumerate(outputs) for i in judged}
+            for n, output in enumerate(outputs):
+                for i, criterion in enumerate(self.criteria):
+                    if i not in judged:
+                        out[n][i] = _one(criterion, output)
+            for (n, i), future in futures.items():
+                out[n][i] = future.result()  # _one records what a criterion raises: never raises itself
+        return [[s for s in row if s is not None] for row in out]
 
 
 @dataclass(frozen=True)
@@ -179,8 +208,7 @@ def write(scorer: Scorer, subjects: list[Subject]) -> int:
     rows: list[tuple[Any, ...]] = []
     scored: list[list[_Scored]] = []
     metrics: list[tuple[float | None, float | None, float | None]] = []
-    for s in subjects:
-        results = scorer.score(s.output)
+    for s, results in zip(subjects, scorer.score_many([s.output for s in subjects]), strict=True):
         failed = sorted(r.criterion for r in results if r.passed is False)
         m = _metrics(s.output)
         scored.append(results)
