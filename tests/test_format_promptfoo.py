@@ -386,3 +386,11 @@ def test_the_cli_imports_a_config_folder_with_its_tests_file(realworld: Path, ac
     assert "warning: 3 promptfoo assertion(s) are kept" in out
     call_command("import_evalset", str(realworld / "promptfoo" / "simple-csv"), "--project", "acme")
     assert "eval set 'A translator built with LLM'" in capsys.readouterr().out  # its description
+
+
+@pytest.mark.parametrize("threshold", ["1" * 400, "1e400", "-inf", "nan", "half"])
+def test_a_csv_threshold_that_is_no_finite_number_is_refused_on_its_line(threshold: str) -> None:
+    rows = f"question,__expected,__threshold\nWhat?,contains:yes,0.5\nWhy?,contains:no,{threshold}\n"
+    [problem] = error("tests: file://tests.csv\n", SourceFile("suite/tests.csv", rows.encode())).problems
+    assert (problem.file, problem.line, problem.path) == ("suite/tests.csv", 3, "__threshold")
+    assert problem.message.endswith("is not a finite number") and len(problem.message) < 80

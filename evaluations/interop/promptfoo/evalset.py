@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import posixpath
 import re
 from collections import Counter
@@ -367,10 +368,15 @@ class _Suite:
                     test["description"] = value
                 elif key == "__threshold":
                     try:
-                        test["threshold"] = float(value)
+                        number = float(value)
                     except ValueError:
-                        self.problems.append(Problem(f"__threshold {value!r} is not a number", file=source.name,
-                                                     line=line, path="__threshold"))
+                        number = math.nan
+                    if math.isfinite(number):
+                        test["threshold"] = number
+                    else:  # 1e400 reads as infinity: no score reaches it, and JSON cannot keep it
+                        shown = value if len(value) <= 40 else value[:37] + "..."
+                        self.problems.append(Problem(f"__threshold {shown!r} is not a finite number",
+                                                     file=source.name, line=line, path="__threshold"))
                 elif key in ("__prefix", "__suffix"):
                     options[key[2:]] = value
                 elif key.startswith("__metadata:"):
@@ -416,14 +422,11 @@ class _Suite:
             self.problem("required field is missing" if "type" not in assertion else "expected text",
                          where, node, [*path, "type"], case)
             return False
-        weight = assertion.get("weight")
-        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
-            self.problem("expected a number", where, node, [*path, "weight"], case)
-            return False
-        threshold = assertion.get("threshold")
-        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
-            self.problem("expected a number", where, node, [*path, "threshold"], case)
-            return False
+        for key in ("weight", "threshold"):
+            number = assertion.get(key)
+            if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+                self.problem("expected a number", where, node, [*path, key], case)
+                return False
         return True
 
     def _case(self, test: dict[str, Any], where: SourceFile, node: Any, path: list[PathPart], eval_id: str,
