@@ -70,7 +70,8 @@ class ImportedCase:
     error: str = ""
     latency: float | None = None
     output: AgentOutput | None = None
-    golden: dict[str, Any] | None = None  # DeepEval: the case as a golden, to create the eval set
+    # The case as it makes the eval set: ADK's expected case; DeepEval's golden as its JSON (`json.dumps`).
+    golden: dict[str, Any] | str | None = None
     iteration: int = 0
 
 

@@ -56,7 +56,7 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
     if parsed.carries_cases and parsed.tool == "adk":
         first: dict[str, dict[str, Any]] = {}
         for c in parsed.cases:
-            first.setdefault(c.key, c.golden or {})
+            first.setdefault(c.key, c.golden if isinstance(c.golden, dict) else {})
         doc = {"eval_set_id": parsed.eval_set_id or stem(parsed.file.name), "eval_cases": list(first.values())}
         try:
             outcome = evalset_import(project=project, files=[SourceFile(f"{doc['eval_set_id']}.evalset.json",
@@ -77,7 +77,9 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
                                                 for p in exc.problems], total=exc.total) from None
         return outcome[0].version
     if parsed.carries_cases:
-        goldens = json.dumps([c.golden for c in parsed.cases]).encode()
+        # The bytes `json.dumps` of the goldens as a list writes, from each one's JSON.
+        goldens = ("[" + ", ".join(c.golden if isinstance(c.golden, str) else json.dumps(c.golden)
+                                   for c in parsed.cases) + "]").encode()
         for c in parsed.cases:
             c.golden = None  # read again from `goldens`: the parsed test cases need not stay beside them
         name = f"{parsed.eval_set_id or stem(parsed.file.name)}.json"
