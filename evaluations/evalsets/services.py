@@ -30,7 +30,7 @@ from evaluations.schemas.evalset import content_text
 DEFAULT_PROJECT_SLUG = "default"
 BULK_BATCH = 1000
 # What an upload's rows may take in memory before they go to a temporary file.
-ROWS_IN_MEMORY = 8 << 20
+ROWS_IN_MEMORY = 1 << 20
 
 
 @dataclass
