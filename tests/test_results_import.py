@@ -330,7 +330,7 @@ def _both_ways(name: str, text: str, walks: bool = True) -> tuple[Any, Any]:
             return exc.code, [p.as_dict() for p in exc.problems], exc.total
         return parsed.tool, parsed.eval_set_id, [
             (c.key, c.path, c.passed, c.latency, c.golden, [vars(s) for s in c.scores],
-             c.output.model_dump_json() if c.output else None) for c in parsed.cases]
+             c.output, c.has_output) for c in parsed.cases]
 
     def whole() -> Any:
         reader = Reader(SourceFile(name, text.encode()), json.loads(text), text)

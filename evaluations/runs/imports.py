@@ -28,6 +28,7 @@ from django.utils import timezone
 from evaluations.evalsets.services import evalset_import
 from evaluations.evaluators import get_evaluator_class
 from evaluations.interop.base import EvalSetImportError, Problem, SourceFile, format_path, gc_paused, locate, stem
+from evaluations.interop.outputs import OutputRow
 from evaluations.interop.results import ImportedCase, ParsedResults, Reader, read_results
 from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetVersion, Project, Run, Score
 from evaluations.runs import services
@@ -128,7 +129,12 @@ def _match(parsed: ParsedResults, version: EvalSetVersion) -> None:
                        case.key)
             continue
         case.key = key
-        if case.output is not None:
+        if isinstance(case.output, OutputRow):
+            if (case.output.eval_id, case.output.iteration) != (key, case.iteration):
+                output = AgentOutput.model_validate_json(case.output.json)
+                case.output = OutputRow(key, case.iteration, output.model_copy(
+                    update={"eval_id": key, "iteration": case.iteration}).model_dump_json(exclude_defaults=True))
+        elif case.output is not None:
             case.output = case.output.model_copy(update={"eval_id": key, "iteration": case.iteration})
     reader.fail("unknown_cases")
     twice = [c for c, n in Counter((c.key, c.iteration) for c in parsed.cases).items() if n > 1]
@@ -178,7 +184,8 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
         for case in parsed.cases:
             pk = pending[(case.key, case.iteration)]
             error = case.error or next((s.error for s in case.scores if s.error), "")
-            usage = case.output.usage() if case.output is not None else None  # what the engine records too
+            # What the engine records too; an output kept as its JSON (DeepEval's) reports no usage.
+            usage = case.output.usage() if isinstance(case.output, AgentOutput) else None
             results.append((_status(case), error, case.latency, usage and usage.prompt_tokens,
                             usage and usage.completion_tokens, usage and usage.cost_usd, stamp, pk))
             for s in case.scores:

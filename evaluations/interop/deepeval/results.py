@@ -102,7 +102,7 @@ def _deepeval(r: Reader) -> ParsedResults:
             if "scenario" not in golden:  # goldens need one; a test case may have none
                 golden["scenario"] = f"the conversation of DeepEval test case {eval_id}"
             case.golden = json.dumps(golden)  # its JSON is what the eval set is made of: smaller than the dict
-            case.output = AgentOutput(eval_id=eval_id, latency_seconds=duration, turns=_deepeval_turns(turns))
+            case.keep_output(AgentOutput(eval_id=eval_id, latency_seconds=duration, turns=_deepeval_turns(turns)))
         else:
             text = r.text_field(row, "input", path, eval_id)
             golden = {"name": eval_id, "input": text or ""}
@@ -112,8 +112,8 @@ def _deepeval(r: Reader) -> ParsedResults:
             case.golden = json.dumps(golden)  # its JSON is what the eval set is made of: smaller than the dict
             # One validation of plain data: building the nested models one by one cost 9 a case.
             calls = _tool_dicts(r.get(row, "tools_called") or r.get(row, "tools_used"))  # older: toolsUsed
-            case.output = AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": duration, "turns": [
-                {"final_response": r.get(row, "actual_output"), "tool_calls": calls}]})
+            case.keep_output(AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": duration, "turns": [
+                {"final_response": r.get(row, "actual_output"), "tool_calls": calls}]}))
         cases.append(case)
     return ParsedResults("deepeval", r.file, _deepeval_name(r, doc), cases)
 
