@@ -159,6 +159,11 @@ def test_an_agentflow_report_for_eval_ids_the_set_lacks_is_refused_whole(acme: P
     error = _error(acme, "report.json", doc)
     assert error.code == "unknown_cases"
     assert (error.problems[0].case, error.problems[0].path) == ("no_such_case", "results[2]")
+    # Its line: the text the reader let go after reading is decoded again for the error.
+    text = json.dumps(doc, indent=2)
+    item = text.rindex("{\n", 0, text.index('"eval_id": "no_such_case"'))
+    assert error.problems[0].line is not None
+    assert error.problems[0].line == text[:item].count("\n") + 1
     _nothing_written()
 
 

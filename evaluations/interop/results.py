@@ -104,6 +104,18 @@ class ParsedResults:
     evalset_file: SourceFile | None = None
     evalset_format: str = ""
     evalset_if_missing: bool = False
+    text_released: bool = False  # `text` let go (`release_text`): decoded again from the file if needed
+
+    def release_text(self) -> None:
+        """Let the document's text go (and the file's decoded forms): it is only needed again to
+        locate a problem (`located_text`), and a results import holds a lot besides."""
+        if self.text is not None:
+            self.text, self.text_released = None, True
+        self.file.release()
+
+    def located_text(self) -> str | None:
+        """The text problems are located in (None: no line means anything, as for ADK's double-encoded form)."""
+        return self.file.text if self.text_released else self.text
 
     @property
     def carries_cases(self) -> bool:

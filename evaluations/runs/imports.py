@@ -37,6 +37,7 @@ from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 
 ORIGIN_PREFIX = "imported:"
+SCORE_BATCH = 10_000  # score rows inserted together
 
 
 # --- Writing --------------------------------------------------------------------------------
@@ -106,7 +107,8 @@ def _in_file(parsed: ParsedResults, problem: Problem) -> Problem:
         return Problem(problem.message, file=parsed.file.name, case=problem.case)
     case = parsed.cases[int(index)]
     field = path[path.find("]") + 1:].lstrip(".")
-    located = locate(parsed.text, case.path) if parsed.text is not None else None
+    text = parsed.located_text()
+    located = locate(text, case.path) if text is not None else None
     return Problem(f"{field}: {problem.message}" if field else problem.message, file=parsed.file.name,
                    case=problem.case or case.key, path=format_path(case.path),
                    line=located[0] if located else None, column=located[1] if located else None)
@@ -118,12 +120,14 @@ def _match(parsed: ParsedResults, version: EvalSetVersion) -> None:
     ids = {eval_id for eval_id, _ in rows}
     names = Counter(name for _, name in rows if name)
     by_name = {name: eval_id for eval_id, name in rows if name and names[name] == 1}
-    reader = Reader(parsed.file, None, parsed.text)
+    reader: Reader | None = None  # made at the first unknown case: the text is decoded again only then
     for case in parsed.cases:
         key = case.key
         if parsed.match_by_name and key in by_name:
             key = by_name[key]
         if key not in ids:
+            if reader is None:
+                reader = Reader(parsed.file, None, parsed.located_text())
             what = "no case with this name or eval id" if parsed.match_by_name else "no case with this eval id"
             reader.add(case.path, f"{what} in eval set {version.evalset.eval_set_id!r} (version {version.number})",
                        case.key)
@@ -136,7 +140,8 @@ def _match(parsed: ParsedResults, version: EvalSetVersion) -> None:
                     update={"eval_id": key, "iteration": case.iteration}).model_dump_json(exclude_defaults=True))
         elif case.output is not None:
             case.output = case.output.model_copy(update={"eval_id": key, "iteration": case.iteration})
-    reader.fail("unknown_cases")
+    if reader is not None:
+        reader.fail("unknown_cases")
     twice = [c for c, n in Counter((c.key, c.iteration) for c in parsed.cases).items() if n > 1]
     if twice:
         raise EvalSetImportError("duplicate_outputs", [Problem("two results for one case and iteration",
@@ -159,6 +164,8 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
                    name: str = "") -> Run:
     """Import one results file as a completed run; all or nothing."""
     parsed = read_results(file)
+    # Only a problem needs the text again (to say its line): decoded again then, not held meanwhile.
+    parsed.release_text()
     with gc_paused(), transaction.atomic():
         version = _resolve_version(project, parsed, evalset, user)
         _match(parsed, version)
@@ -172,6 +179,7 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
             name=name or f"{parsed.tool} results: {file.basename}",
             user=user, enqueue=False,
         )
+        del outputs  # stored: the run holds them now
         pending = {(eval_id, iteration): pk for pk, eval_id, iteration in
                    CaseResult.objects.filter(run=run, status=CaseResult.Status.PENDING)
                    .values_list("pk", "case__eval_id", "iteration")}
@@ -181,6 +189,8 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
         scores: list[tuple[Any, ...]] = []
         origin = f"{ORIGIN_PREFIX}{parsed.tool}"
         criteria: dict[str, dict[str, Any]] = {}  # the run's config: the tool's metrics, for pages and exports
+        score_columns = ["run_id", "result_id", "criterion", "evaluator", "applies_to", "turn_index", "node_name",
+                         "score", "raw_value", "passed", "threshold", "justification", "error"]
         for case in parsed.cases:
             pk = pending[(case.key, case.iteration)]
             error = case.error or next((s.error for s in case.scores if s.error), "")
@@ -200,15 +210,18 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
                                s.raw_value, s.passed,
                                dumps({"lower_limit": s.threshold}) if s.threshold is not None else None,
                                dumps(s.justification), s.error))
+            case.scores, case.output = [], None  # made into rows: let go as the rows are made
+            if len(scores) >= SCORE_BATCH:  # inserted a batch at a time, in order, not held all at once
+                executemany(Score, score_columns, scores, json_columns={"threshold", "justification"})
+                scores = []
+        parsed.cases.clear()
         # Rows as tuples, as the engine writes them (`runs/engine.py`): bulk_update builds a CASE
         # per field per batch, seconds at 10,000 results.
         with connection.cursor() as cursor:
             cursor.executemany(f"UPDATE {CaseResult._meta.db_table} SET status = %s, error = %s, "  # noqa: S608
                                "latency_seconds = %s, prompt_tokens = %s, completion_tokens = %s, cost_usd = %s, "
                                "updated_at = %s WHERE id = %s", results)
-        executemany(Score, ["run_id", "result_id", "criterion", "evaluator", "applies_to", "turn_index",
-                                      "node_name", "score", "raw_value", "passed", "threshold", "justification",
-                                      "error"], scores, json_columns={"threshold", "justification"})
+        executemany(Score, score_columns, scores, json_columns={"threshold", "justification"})
         statuses = Counter(r[0] for r in results)
         not_runnable = statuses[CaseResult.Status.NOT_RUNNABLE]
         Run.objects.filter(pk=run.pk).update(
