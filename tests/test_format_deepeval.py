@@ -358,3 +358,25 @@ def test_a_mixed_upload_writes_nothing(acme: Project) -> None:
         evalset_import(project=acme, files=[source(HERE / "mixed.csv")])
     assert caught.value.code == "mixed_turns"
     assert not CaseRow.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_json_golden_found_wrong_is_said_before_the_case_limit_the_sink_keeps(acme: Project, settings) -> None:
+    """The cases go to the import's sink as they are made; what the sink refuses is still said
+    only when every golden is right, as when it had the finished list."""
+    import json
+
+    settings.EVALSITE_MAX_CASES = 3
+    goldens = [{"input": f"q{i}", "expected_output": "a"} for i in range(5)]
+    with pytest.raises(EvalSetImportError) as too_many:
+        evalset_import(project=acme, files=[SourceFile("g.json", json.dumps(goldens).encode())], format="deepeval")
+    assert too_many.value.code == "too_many_cases"
+    goldens[4]["expected_output"] = {"not": "text"}
+    with pytest.raises(EvalSetImportError) as wrong:
+        evalset_import(project=acme, files=[SourceFile("g.json", json.dumps(goldens).encode())], format="deepeval")
+    assert wrong.value.code == "schema" and wrong.value.problems[0].path == "[4].expected_output"
+    settings.EVALSITE_MAX_CASES = 5
+    [outcome] = evalset_import(project=acme, files=[SourceFile("g.json", json.dumps(goldens[:4]).encode())],
+                               format="deepeval")
+    assert sorted(CaseRow.objects.filter(version=outcome.version).values_list("eval_id", flat=True)) == [
+        "golden-1", "golden-2", "golden-3", "golden-4"]

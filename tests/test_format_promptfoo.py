@@ -127,6 +127,38 @@ def test_yaml_is_read_as_promptfoo_reads_it_yaml_1_2() -> None:
     assert js_number(1e21) == "1e+21" and js_number(0.000001) == "0.000001" and js_number(2.0) == "2"
 
 
+def test_tests_written_in_the_config_are_packed_unless_they_share_a_value() -> None:
+    # Each test is kept as bytes until its case is made; one that holds an alias, an anchored
+    # one and an alias itself stay values (what aliases share is never copied).
+    from evaluations.interop.promptfoo.evalset import _Packed
+
+    text = ("prompts: ['Q: {{q}}']\ntests:\n  - description: plain\n    vars: {q: 'é 1', n: [1, 2.5, true, null]}\n"
+            "  - &t {description: anchored, vars: {q: '2'}}\n  - *t\n"
+            "  - description: &x named\n    assert: [{type: equals, value: 'é'}]\n  - vars: {q: *x}\n")
+    doc, _ = load_yaml(text.encode(), pack=_Packed)
+    plain, anchored, alias, named, holding = doc["tests"]
+    assert isinstance(plain, _Packed) and isinstance(named, _Packed)
+    assert [type(t) for t in (anchored, alias, holding)] == [dict, dict, dict] and anchored is alias
+    whole, _ = load_yaml(text)
+    assert [plain.unpack(), named.unpack()] == [whole["tests"][0], whole["tests"][3]]
+    assert (plain.description, named.description) == ("plain", "named")
+    cases = parse(text).evalset.eval_cases
+    assert [c.eval_id for c in cases] == ["plain", "test-2", "test-3", "named", "test-5"]
+    assert cases[0].metadata["promptfoo"]["vars"] == {"q": "é 1", "n": [1, 2.5, True, None]}
+
+
+def test_yaml_read_from_bytes_fails_where_the_text_does() -> None:
+    # The parser reads a UTF-8 file's bytes: its errors have the lines and columns of the text's.
+    for text in ("tests:\n  - vars: {q: 'ü'}\n    x: [1, 2\n", "é: 1\nb: [ü, ü]]\n", "a: 1\nb: \u2028\n",
+                 "a: 'ß'\n\tb: 2\n"):
+        caught = []
+        for source in (text, text.encode()):
+            with pytest.raises(ValueError) as exc:
+                load_yaml(source)
+            caught.append((str(exc.value), exc.value.line, exc.value.column))  # type: ignore[attr-defined]
+        assert caught[0] == caught[1], text
+
+
 def test_tests_from_csv_and_yaml_files_in_the_upload() -> None:
     csv = SourceFile("suite/tests.csv", (
         b"topic,__expected1,__expected2,__description,__metadata:tags[]\n"

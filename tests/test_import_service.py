@@ -109,3 +109,17 @@ def test_an_eval_set_with_no_cases_is_refused(acme: Project) -> None:
         evalset_import(project=acme, files=[SourceFile("e.evalset.json", b'{"eval_set_id": "e", "eval_cases": []}')])
     assert error.value.code == "empty"
     assert "no cases" in str(error.value)
+
+
+def test_the_rows_of_an_upload_come_back_in_order_in_insert_batches_from_a_temporary_file() -> None:
+    from evaluations.evalsets.services import BULK_BATCH, ROWS_IN_MEMORY, _SpooledRows
+
+    rows = _SpooledRows()
+    made = [(n, f"case-{n}", "x" * 5000, None, n % 3) for n in range(2 * BULK_BATCH + 500)]
+    for row in made:
+        rows.append(row)
+    assert len(rows) == len(made) and 5000 * 2 * BULK_BATCH > ROWS_IN_MEMORY
+    assert rows._file._rolled  # past ROWS_IN_MEMORY: on disk, not in memory
+    batches = list(rows.batches())
+    assert [len(b) for b in batches] == [BULK_BATCH, BULK_BATCH, 500]
+    assert [tuple(r) for b in batches for r in b] == made

@@ -173,3 +173,10 @@ def test_invalid_patterns_raise_re_errors_as_before() -> None:
     for pattern in ["(", "a{2,1}", r"\p{L}", "(?P<x>a)(?P<x>b)", "[b-a]"]:
         with pytest.raises(re.error):
             compile_bounded(pattern)
+
+
+def test_the_text_of_every_code_point_is_every_code_point_in_order() -> None:
+    # Built from UTF-32 (surrogates passed through) rather than joined one character at a time.
+    everything = patterns._every_code_point()
+    assert len(everything) == patterns.MAX_CODE_POINT + 1
+    assert everything == "".join(map(chr, range(patterns.MAX_CODE_POINT + 1)))

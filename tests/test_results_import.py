@@ -159,6 +159,11 @@ def test_an_agentflow_report_for_eval_ids_the_set_lacks_is_refused_whole(acme: P
     error = _error(acme, "report.json", doc)
     assert error.code == "unknown_cases"
     assert (error.problems[0].case, error.problems[0].path) == ("no_such_case", "results[2]")
+    # Its line: the text the reader let go after reading is decoded again for the error.
+    text = json.dumps(doc, indent=2)
+    item = text.rindex("{\n", 0, text.index('"eval_id": "no_such_case"'))
+    assert error.problems[0].line is not None
+    assert error.problems[0].line == text[:item].count("\n") + 1
     _nothing_written()
 
 
@@ -312,3 +317,71 @@ def test_an_eval_history_written_by_google_adk_2_13_keeps_its_informational_metr
     result = CaseResult.objects.get(run=run)
     assert result.status == CaseResult.Status.FAILED  # ADK's final_eval_status 2, decided by its two verdicts
     assert run.summary["criteria"]["tool_call_count_v1"]["passed"] == 0
+
+
+# --- DeepEval test runs read case by case ------------------------------------------------------
+
+
+def _both_ways(name: str, text: str, walks: bool = True) -> tuple[Any, Any]:
+    """(what the case-by-case walk reads, what the whole parse reads) of one DeepEval file: each
+    a (tool, eval set id, cases) or the problems of the error raised."""
+    from evaluations.interop.deepeval.results import results_format
+    from evaluations.interop.results import Reader
+
+    def outcome(read: Any) -> Any:
+        try:
+            parsed = read()
+        except EvalSetImportError as exc:
+            return exc.code, [p.as_dict() for p in exc.problems], exc.total
+        return parsed.tool, parsed.eval_set_id, [
+            (c.key, c.path, c.passed, c.latency, c.golden, [vars(s) for s in c.scores],
+             c.output, c.has_output) for c in parsed.cases]
+
+    def whole() -> Any:
+        reader = Reader(SourceFile(name, text.encode()), json.loads(text), text)
+        parsed = results_format.read(reader)
+        reader.fail()
+        return parsed
+
+    def walked() -> Any:
+        parsed = results_format.read_file(SourceFile(name, text.encode())) if results_format.read_file else None
+        assert parsed is not None or not walks  # the walk read it, not the whole parse
+        return parsed if parsed is not None else whole()
+
+    return outcome(walked), outcome(whole)
+
+
+def test_a_deepeval_run_read_case_by_case_is_what_the_whole_parse_reads_and_says() -> None:
+    doc = json.loads((RESULTS / "deepeval" / "test_run.json").read_text())
+    variants: list[Any] = [doc, {"testRunData": doc, "testRunLink": None}]
+    broken = json.loads(json.dumps(doc))
+    broken["testCases"][0]["metricsData"][0]["threshold"] = "0.7"
+    broken["testCases"][1]["success"] = "yes"
+    broken["testCases"].insert(2, [1, 2])
+    broken["testCases"].append(None)
+    variants += [broken, {**broken, "testCases": broken["testCases"], "identifier": "later"}]
+    twice = json.loads(json.dumps(doc))
+    twice["testCases"][1]["name"] = twice["testCases"][0]["name"]  # eval ids derived from names
+    variants += [twice, {"conversationalTestCases": [], **twice}]
+    for variant in variants:
+        for text in (json.dumps(variant), json.dumps(variant, indent=2), "\n " + json.dumps(variant) + "\r\n"):
+            walked, whole = _both_ways("run.json", text)
+            assert walked == whole
+    for path in [RESULTS / "deepeval" / "conversational_test_run.json",
+                 *sorted((RESULTS / "realworld" / "deepeval").rglob("*.json"))]:
+        walked, whole = _both_ways(path.name, path.read_text(), walks=False)
+        assert walked == whole
+    walked, _ = _both_ways("run.json", json.dumps(broken, indent=2))
+    code, problems, _total = walked
+    assert code == "schema" and all(p["line"] for p in problems)
+    assert "testCases[2]" in [p["path"] for p in problems]
+
+
+def test_a_deepeval_file_the_walk_does_not_take_is_read_whole_with_the_same_error(acme: Project) -> None:
+    doc = json.loads((RESULTS / "deepeval" / "test_run.json").read_text())
+    text = json.dumps(doc)
+    cut = _error(acme, "run.json", text[:-40])  # invalid JSON: json's located error
+    assert cut.code == "invalid_json" and cut.problems[0].line == 1
+    big = text.replace('"testCases": [', '"n": ' + "9" * 5000 + ', "testCases": [', 1)
+    assert _error(acme, "run.json", big).code == "invalid_json"
+    _nothing_written()

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+import marshal
+import tempfile
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,8 @@ from evaluations.schemas.evalset import content_text
 
 DEFAULT_PROJECT_SLUG = "default"
 BULK_BATCH = 1000
+# What an upload's rows may take in memory before they go to a temporary file.
+ROWS_IN_MEMORY = 1 << 20
 
 
 @dataclass
@@ -90,13 +94,48 @@ def _check_schemas(parsed: Sequence[ParsedEvalSet]) -> None:
         raise schema_error(problems)
 
 
+class _SpooledRows:
+    """The rows of an upload, from the moment each case is read until they are inserted, kept
+    a batch at a time (`BULK_BATCH`, as they are inserted) in a temporary file: they take two
+    to three times the file, and held in memory they were most of an import's peak. The file
+    stays in memory up to ROWS_IN_MEMORY (a small upload never touches the disk)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.SpooledTemporaryFile(max_size=ROWS_IN_MEMORY)  # noqa: SIM115 - closed by `batches`
+        self._batch: list[tuple[Any, ...]] = []
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        self._batch.append(row)
+        self._count += 1
+        if len(self._batch) >= BULK_BATCH:
+            marshal.dump(self._batch, self._file)
+            self._batch = []
+
+    def batches(self) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows, BULK_BATCH at a time, in order; once."""
+        written = self._count - len(self._batch)
+        self._file.seek(0)
+        while written > 0:
+            batch: list[tuple[Any, ...]] = marshal.load(self._file)  # noqa: S302 - what `append` wrote
+            written -= len(batch)
+            yield batch
+        if self._batch:
+            yield self._batch
+        self._batch = []
+        self._file.close()
+
+
 class _CaseRows(CaseSink):
     """Turns each case into an unsaved row the moment the reader hands it over, hashing the
     canonical content on the way; the pydantic case is dropped right after."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: list[tuple[Any, ...]] = []  # _CASE_COLUMNS and the case's content hash
+        self.rows = _SpooledRows()  # _CASE_COLUMNS and the case's content hash
         self.digest = hashlib.sha256()
         self.tags: set[str] = set()
         self.turns = 0
@@ -110,7 +149,7 @@ class _CaseRows(CaseSink):
 
     def keep_dump(self, position: int, dumped: dict[str, Any], *, exact: bool = False) -> None:
         row = _case_row(position, dumped, canonical_fast if exact else _encode)
-        # Every row stays in memory until the upload is read whole: what they hold is counted.
+        # Every row is kept until the upload is read whole: what they hold is counted.
         self.budget.store(sum(len(v) for v in row if isinstance(v, str)), file=self.source_name,
                           case=dumped["eval_id"])
         # The whole name (the row's column keeps 255 characters of it), as curation hashes it.
@@ -217,13 +256,12 @@ def _store(*, project: Project, parsed: ParsedEvalSet, user: Any,
 
     # The cases of the version before end where this one begins.
     EvalCase.objects.filter(evalset_id=evalset.pk, valid_to=OPEN_VERSION).update(valid_to=number)
-    rows = sink.rows
     head = (version.pk, evalset.pk, number, OPEN_VERSION)
-    for start in range(0, len(rows), BULK_BATCH):
-        batch = [(*head, *row) for row in rows[start : start + BULK_BATCH]]
+    for rows in sink.rows.batches():
+        batch = [(*head, *row) for row in rows]
+        del rows
         insert_rows(EvalCase, ["version_id", "evalset_id", "valid_from", "valid_to", *_CASE_COLUMNS, "content_hash"],
                     batch, json_columns=set(_CASE_JSON_COLUMNS))
-        rows[start : start + BULK_BATCH] = [None] * len(batch)  # type: ignore[list-item]
 
     EvalSet.objects.filter(pk=evalset.pk).update(
         name=native.name or F("name"),

@@ -32,6 +32,7 @@ from evaluations.interop.base import (
     locate,
 )
 from evaluations.interop.limits import expansion
+from evaluations.interop.outputs import OutputRow
 from evaluations.schemas.outputs import AgentOutput
 from evaluations.schemas.text import nul_free
 
@@ -69,9 +70,19 @@ class ImportedCase:
     not_evaluated: bool = False
     error: str = ""
     latency: float | None = None
-    output: AgentOutput | None = None
-    golden: dict[str, Any] | None = None  # DeepEval: the case as a golden, to create the eval set
+    # The output, or (DeepEval) its JSON as the run stores it, the model let go: `has_output` then
+    # says whether it holds turns or an error.
+    output: AgentOutput | OutputRow | None = None
+    # The case as it makes the eval set: ADK's expected case; DeepEval's golden as its JSON (`json.dumps`).
+    golden: dict[str, Any] | str | None = None
     iteration: int = 0
+    has_output: bool = False
+
+    def keep_output(self, output: AgentOutput) -> None:
+        """Keep `output` as the JSON a run stores (`model_dump_json(exclude_defaults=True)`):
+        about a fifth of what the model takes."""
+        self.output = OutputRow(output.eval_id, output.iteration, output.model_dump_json(exclude_defaults=True))
+        self.has_output = bool(output.turns or output.error)
 
 
 @dataclass
@@ -93,6 +104,18 @@ class ParsedResults:
     evalset_file: SourceFile | None = None
     evalset_format: str = ""
     evalset_if_missing: bool = False
+    text_released: bool = False  # `text` let go (`release_text`): decoded again from the file if needed
+
+    def release_text(self) -> None:
+        """Let the document's text go (and the file's decoded forms): it is only needed again to
+        locate a problem (`located_text`), and a results import holds a lot besides."""
+        if self.text is not None:
+            self.text, self.text_released = None, True
+        self.file.release()
+
+    def located_text(self) -> str | None:
+        """The text problems are located in (None: no line means anything, as for ADK's double-encoded form)."""
+        return self.file.text if self.text_released else self.text
 
     @property
     def carries_cases(self) -> bool:
@@ -100,7 +123,8 @@ class ParsedResults:
 
     @property
     def carries_outputs(self) -> bool:
-        return any(c.output is not None and (c.output.turns or c.output.error) for c in self.cases)
+        return any(c.has_output if isinstance(c.output, OutputRow) else
+                   c.output is not None and (c.output.turns or c.output.error) for c in self.cases)
 
 
 class Reader:

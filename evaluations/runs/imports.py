@@ -28,6 +28,7 @@ from django.utils import timezone
 from evaluations.evalsets.services import evalset_import
 from evaluations.evaluators import get_evaluator_class
 from evaluations.interop.base import EvalSetImportError, Problem, SourceFile, format_path, gc_paused, locate, stem
+from evaluations.interop.outputs import OutputRow
 from evaluations.interop.results import ImportedCase, ParsedResults, Reader, read_results
 from evaluations.models import CaseResult, EvalCase, EvalSet, EvalSetVersion, Project, Run, Score
 from evaluations.runs import services
@@ -36,6 +37,7 @@ from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 
 ORIGIN_PREFIX = "imported:"
+SCORE_BATCH = 10_000  # score rows inserted together
 
 
 # --- Writing --------------------------------------------------------------------------------
@@ -56,7 +58,7 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
     if parsed.carries_cases and parsed.tool == "adk":
         first: dict[str, dict[str, Any]] = {}
         for c in parsed.cases:
-            first.setdefault(c.key, c.golden or {})
+            first.setdefault(c.key, c.golden if isinstance(c.golden, dict) else {})
         doc = {"eval_set_id": parsed.eval_set_id or stem(parsed.file.name), "eval_cases": list(first.values())}
         try:
             outcome = evalset_import(project=project, files=[SourceFile(f"{doc['eval_set_id']}.evalset.json",
@@ -77,7 +79,9 @@ def _resolve_version(project: Project, parsed: ParsedResults, evalset: EvalSet |
                                                 for p in exc.problems], total=exc.total) from None
         return outcome[0].version
     if parsed.carries_cases:
-        goldens = json.dumps([c.golden for c in parsed.cases]).encode()
+        # The bytes `json.dumps` of the goldens as a list writes, from each one's JSON.
+        goldens = ("[" + ", ".join(c.golden if isinstance(c.golden, str) else json.dumps(c.golden)
+                                   for c in parsed.cases) + "]").encode()
         for c in parsed.cases:
             c.golden = None  # read again from `goldens`: the parsed test cases need not stay beside them
         name = f"{parsed.eval_set_id or stem(parsed.file.name)}.json"
@@ -103,7 +107,8 @@ def _in_file(parsed: ParsedResults, problem: Problem) -> Problem:
         return Problem(problem.message, file=parsed.file.name, case=problem.case)
     case = parsed.cases[int(index)]
     field = path[path.find("]") + 1:].lstrip(".")
-    located = locate(parsed.text, case.path) if parsed.text is not None else None
+    text = parsed.located_text()
+    located = locate(text, case.path) if text is not None else None
     return Problem(f"{field}: {problem.message}" if field else problem.message, file=parsed.file.name,
                    case=problem.case or case.key, path=format_path(case.path),
                    line=located[0] if located else None, column=located[1] if located else None)
@@ -115,20 +120,28 @@ def _match(parsed: ParsedResults, version: EvalSetVersion) -> None:
     ids = {eval_id for eval_id, _ in rows}
     names = Counter(name for _, name in rows if name)
     by_name = {name: eval_id for eval_id, name in rows if name and names[name] == 1}
-    reader = Reader(parsed.file, None, parsed.text)
+    reader: Reader | None = None  # made at the first unknown case: the text is decoded again only then
     for case in parsed.cases:
         key = case.key
         if parsed.match_by_name and key in by_name:
             key = by_name[key]
         if key not in ids:
+            if reader is None:
+                reader = Reader(parsed.file, None, parsed.located_text())
             what = "no case with this name or eval id" if parsed.match_by_name else "no case with this eval id"
             reader.add(case.path, f"{what} in eval set {version.evalset.eval_set_id!r} (version {version.number})",
                        case.key)
             continue
         case.key = key
-        if case.output is not None:
+        if isinstance(case.output, OutputRow):
+            if (case.output.eval_id, case.output.iteration) != (key, case.iteration):
+                output = AgentOutput.model_validate_json(case.output.json)
+                case.output = OutputRow(key, case.iteration, output.model_copy(
+                    update={"eval_id": key, "iteration": case.iteration}).model_dump_json(exclude_defaults=True))
+        elif case.output is not None:
             case.output = case.output.model_copy(update={"eval_id": key, "iteration": case.iteration})
-    reader.fail("unknown_cases")
+    if reader is not None:
+        reader.fail("unknown_cases")
     twice = [c for c, n in Counter((c.key, c.iteration) for c in parsed.cases).items() if n > 1]
     if twice:
         raise EvalSetImportError("duplicate_outputs", [Problem("two results for one case and iteration",
@@ -151,6 +164,8 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
                    name: str = "") -> Run:
     """Import one results file as a completed run; all or nothing."""
     parsed = read_results(file)
+    # Only a problem needs the text again (to say its line): decoded again then, not held meanwhile.
+    parsed.release_text()
     with gc_paused(), transaction.atomic():
         version = _resolve_version(project, parsed, evalset, user)
         _match(parsed, version)
@@ -164,6 +179,7 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
             name=name or f"{parsed.tool} results: {file.basename}",
             user=user, enqueue=False,
         )
+        del outputs  # stored: the run holds them now
         pending = {(eval_id, iteration): pk for pk, eval_id, iteration in
                    CaseResult.objects.filter(run=run, status=CaseResult.Status.PENDING)
                    .values_list("pk", "case__eval_id", "iteration")}
@@ -173,10 +189,13 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
         scores: list[tuple[Any, ...]] = []
         origin = f"{ORIGIN_PREFIX}{parsed.tool}"
         criteria: dict[str, dict[str, Any]] = {}  # the run's config: the tool's metrics, for pages and exports
+        score_columns = ["run_id", "result_id", "criterion", "evaluator", "applies_to", "turn_index", "node_name",
+                         "score", "raw_value", "passed", "threshold", "justification", "error"]
         for case in parsed.cases:
             pk = pending[(case.key, case.iteration)]
             error = case.error or next((s.error for s in case.scores if s.error), "")
-            usage = case.output.usage() if case.output is not None else None  # what the engine records too
+            # What the engine records too; an output kept as its JSON (DeepEval's) reports no usage.
+            usage = case.output.usage() if isinstance(case.output, AgentOutput) else None
             results.append((_status(case), error, case.latency, usage and usage.prompt_tokens,
                             usage and usage.completion_tokens, usage and usage.cost_usd, stamp, pk))
             for s in case.scores:
@@ -191,15 +210,18 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
                                s.raw_value, s.passed,
                                dumps({"lower_limit": s.threshold}) if s.threshold is not None else None,
                                dumps(s.justification), s.error))
+            case.scores, case.output = [], None  # made into rows: let go as the rows are made
+            if len(scores) >= SCORE_BATCH:  # inserted a batch at a time, in order, not held all at once
+                executemany(Score, score_columns, scores, json_columns={"threshold", "justification"})
+                scores = []
+        parsed.cases.clear()
         # Rows as tuples, as the engine writes them (`runs/engine.py`): bulk_update builds a CASE
         # per field per batch, seconds at 10,000 results.
         with connection.cursor() as cursor:
             cursor.executemany(f"UPDATE {CaseResult._meta.db_table} SET status = %s, error = %s, "  # noqa: S608
                                "latency_seconds = %s, prompt_tokens = %s, completion_tokens = %s, cost_usd = %s, "
                                "updated_at = %s WHERE id = %s", results)
-        executemany(Score, ["run_id", "result_id", "criterion", "evaluator", "applies_to", "turn_index",
-                                      "node_name", "score", "raw_value", "passed", "threshold", "justification",
-                                      "error"], scores, json_columns={"threshold", "justification"})
+        executemany(Score, score_columns, scores, json_columns={"threshold", "justification"})
         statuses = Counter(r[0] for r in results)
         not_runnable = statuses[CaseResult.Status.NOT_RUNNABLE]
         Run.objects.filter(pk=run.pk).update(

@@ -224,7 +224,21 @@ class DeepEvalReader:
             golden.eval_id = eval_id
         self._check_not_mixed(run, goldens)
         multi_turn = any(g.multi_turn for g in goldens)
-        cases = [self._multi_turn_case(run, g) if multi_turn else self._single_turn_case(run, g) for g in goldens]
+        # Each case goes to the sink as soon as it is made (not every model held until the last
+        # is made), while no golden has been found wrong. What the sink refuses (too many cases,
+        # too expanded) is said only once every golden has been checked, as when the sink had the
+        # finished list: a golden found wrong is said first.
+        cases: list[EvalCase | None] = []
+        refused: EvalSetImportError | None = None
+        for g in goldens:
+            case = self._multi_turn_case(run, g) if multi_turn else self._single_turn_case(run, g)
+            if sink is None or run.problems or refused is not None:
+                cases.append(case)
+            elif case is not None:
+                try:
+                    sink.add(case)
+                except EvalSetImportError as exc:
+                    refused = exc
         if run.problems:
             raise schema_error(sorted(run.problems, key=_by_line))
         unknown = sorted({k for g in goldens for k in g.extra})
@@ -239,6 +253,8 @@ class DeepEvalReader:
             eval_cases=[c for c in cases if c is not None],
             metadata={"source_format": self.name, "variant": variant, "file_type": file.suffix},
         )
+        if refused is not None:
+            raise refused
         return ParsedEvalSet(evalset=evalset, format=self.name, variant=variant, source=file, warnings=run.warnings)
 
     # --- Reading the file into goldens --------------------------------------------------------

@@ -16,12 +16,27 @@
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass, field
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
-from evaluations.interop.base import stem
+from evaluations import safejson
+from evaluations.interop.base import EvalSetImportError, SourceFile, stem
 from evaluations.interop.deepeval.evalset import derive_eval_ids
 from evaluations.interop.deepeval.metrics import criterion_for
-from evaluations.interop.results import ImportedCase, ImportedScore, ParsedResults, Path, Reader, ResultsFormat, unit
+from evaluations.interop.results import (
+    ImportedCase,
+    ImportedScore,
+    ParsedResults,
+    Path,
+    Reader,
+    ResultsFormat,
+    kind,
+    sniff,
+    unit,
+)
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput
 
 _MARKERS = ("testCases", "conversationalTestCases", "test_cases", "conversational_test_cases")
@@ -38,16 +53,18 @@ def _deepeval(r: Reader) -> ParsedResults:
         r.fail("link_only")
     if isinstance(doc.get("testRunData"), dict):
         doc, prefix = doc["testRunData"], ("testRunData",)
-    single = r.items(doc, "test_cases", prefix, required=False)
-    multi = r.items(doc, "conversational_test_cases", prefix, required=False)
+    single = _rows(r, doc, "test_cases", prefix)
+    multi = _rows(r, doc, "conversational_test_cases", prefix)
     if single and multi:
         r.add((), "a DeepEval test run is single-turn or multi-turn, never both (testCases and "
                   "conversationalTestCases both hold cases)")
     rows = single or multi
-    names = [row.get("name") if isinstance(row.get("name"), str) else None for _, row in rows]
+    names = [row.name if isinstance(row, _Item) else row.get("name") if isinstance(row.get("name"), str) else None
+             for _, row in rows]
     ids = derive_eval_ids([[n.strip() if n else None] for n in names], "golden")
     cases = []
-    for (path, row), eval_id in zip(rows, ids, strict=True):
+    for (path, item), eval_id in zip(rows, ids, strict=True):
+        row = item.load(r.text) if isinstance(item, _Item) else item
         case = ImportedCase(eval_id, path)
         case.passed = r.flag(row, "success", path, eval_id)
         duration = r.number(row, "run_duration", path, eval_id)
@@ -84,19 +101,19 @@ def _deepeval(r: Reader) -> ParsedResults:
                     golden[key] = r.get(row, key)
             if "scenario" not in golden:  # goldens need one; a test case may have none
                 golden["scenario"] = f"the conversation of DeepEval test case {eval_id}"
-            case.golden = golden
-            case.output = AgentOutput(eval_id=eval_id, latency_seconds=duration, turns=_deepeval_turns(turns))
+            case.golden = json.dumps(golden)  # its JSON is what the eval set is made of: smaller than the dict
+            case.keep_output(AgentOutput(eval_id=eval_id, latency_seconds=duration, turns=_deepeval_turns(turns)))
         else:
             text = r.text_field(row, "input", path, eval_id)
             golden = {"name": eval_id, "input": text or ""}
             for key in ("expected_output", "context", "retrieval_context", "expected_tools"):
                 if r.get(row, key) is not None:
                     golden[key] = r.get(row, key)
-            case.golden = golden
+            case.golden = json.dumps(golden)  # its JSON is what the eval set is made of: smaller than the dict
             # One validation of plain data: building the nested models one by one cost 9 a case.
             calls = _tool_dicts(r.get(row, "tools_called") or r.get(row, "tools_used"))  # older: toolsUsed
-            case.output = AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": duration, "turns": [
-                {"final_response": r.get(row, "actual_output"), "tool_calls": calls}]})
+            case.keep_output(AgentOutput.model_validate({"eval_id": eval_id, "latency_seconds": duration, "turns": [
+                {"final_response": r.get(row, "actual_output"), "tool_calls": calls}]}))
         cases.append(case)
     return ParsedResults("deepeval", r.file, _deepeval_name(r, doc), cases)
 
@@ -153,4 +170,136 @@ def _claims(doc: Any) -> bool:
     return set(doc) == {"testRunLink"}  # the same file once DeepEval sent the run to Confident AI
 
 
-results_format = ResultsFormat("deepeval", _claims, _deepeval)
+# --- Reading a large test run case by case ---------------------------------------------------
+#
+# `json.loads` of a whole test run holds every test case as dicts at once (about four times the
+# file), and the cases made of them besides. Instead the document is walked with the same C
+# decoder (`raw_decode`, as `json.loads` decodes): its members are decoded as usual, but each
+# test case list is read once to find where each case starts (each case decoded, its name kept,
+# the rest let go), and each case is decoded again when its turn comes. Anything this walk does
+# not take as it is (not an object at the top, too deep, an integer too long, invalid JSON, or
+# a document another format claims) is left to the whole parse, whose errors are the ones to say.
+
+_DECODER = json.JSONDecoder()  # what `json.loads` uses: NaN and Infinity accepted, last key wins
+_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json skips it
+_OBJECT_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\n\r]*\{")
+_LISTS = frozenset(_MARKERS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """A test case not decoded yet: where it starts in the text, and its `name` when a string."""
+
+    start: int
+    name: str | None
+
+    def load(self, text: str | None) -> dict[str, Any]:
+        assert text is not None  # an _Item only comes from a walk of the text
+        row: dict[str, Any] = _DECODER.raw_decode(text, self.start)[0]
+        return row
+
+
+@dataclass
+class _Items:
+    """A test case list walked once: each entry an `_Item`, or the kind of a value that is not an object."""
+
+    entries: list[_Item | str] = field(default_factory=list)
+
+
+def _rows(r: Reader, doc: dict[str, Any], snake: str, prefix: Path) -> list[tuple[Path, Any]]:
+    """`r.items(..., required=False)`, for a list walked (`_Items`) or decoded whole alike."""
+    value = r.get(doc, snake)
+    if not isinstance(value, _Items):
+        return list(r.items(doc, snake, prefix, required=False))
+    where = (*prefix, r.key_of(doc, snake))
+    out: list[tuple[Path, Any]] = []
+    for index, item in enumerate(value.entries):
+        if isinstance(item, _Item):
+            out.append(((*where, index), item))
+        else:
+            r.add((*where, index), f"expected an object, not {item}", None)
+    return out
+
+
+def _space(text: str, pos: int) -> int:
+    match = _SPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def _walk_object(text: str, pos: int, top: bool) -> tuple[dict[str, Any], int]:
+    """The object starting at `pos` (a `{`), its test case lists walked, not decoded; and where it ends."""
+    out: dict[str, Any] = {}
+    pos = _space(text, pos + 1)
+    if text.startswith("}", pos):
+        return out, pos + 1
+    while True:
+        if not text.startswith('"', pos):
+            raise ValueError("expected a key")
+        key, pos = scanstring(text, pos + 1)
+        pos = _space(text, pos)
+        if not text.startswith(":", pos):
+            raise ValueError("expected a colon")
+        pos = _space(text, pos + 1)
+        value: Any
+        if key in _LISTS and text.startswith("[", pos):
+            value, pos = _walk_list(text, pos)
+        elif top and key == "testRunData" and text.startswith("{", pos):
+            value, pos = _walk_object(text, pos, False)
+        else:
+            value, pos = _DECODER.raw_decode(text, pos)
+        out[key] = value
+        pos = _space(text, pos)
+        if text.startswith(",", pos):
+            pos = _space(text, pos + 1)
+        elif text.startswith("}", pos):
+            return out, pos + 1
+        else:
+            raise ValueError("expected , or }")
+
+
+def _walk_list(text: str, pos: int) -> tuple[_Items, int]:
+    items = _Items()
+    pos = _space(text, pos + 1)
+    if text.startswith("]", pos):
+        return items, pos + 1
+    while True:
+        value, end = _DECODER.raw_decode(text, pos)
+        if isinstance(value, dict):
+            name = value.get("name")
+            items.entries.append(_Item(pos, name if isinstance(name, str) else None))
+        else:
+            items.entries.append(kind(value))
+        del value
+        pos = _space(text, end)
+        if text.startswith(",", pos):
+            pos = _space(text, pos + 1)
+        elif text.startswith("]", pos):
+            return items, pos + 1
+        else:
+            raise ValueError("expected , or ]")
+
+
+def _read_file(file: SourceFile) -> ParsedResults | None:
+    """A DeepEval test run read case by case (see above), or None to leave the file to the whole parse."""
+    data = file.data
+    if not _OBJECT_START.match(data) or not any(m.encode() in data for m in _MARKERS):
+        return None
+    try:
+        safejson.check_depth(data)
+        text = file.text
+        doc, end = _walk_object(text, _space(text, 0), True)
+    except (ValueError, RecursionError, EvalSetImportError):
+        return None
+    if _space(text, end) != len(text) or sniff(doc) is not results_format:
+        return None
+    walked = [v for v in (doc, doc.get("testRunData")) if isinstance(v, dict)]
+    if not any(isinstance(v, _Items) for d in walked for v in d.values()):
+        return None  # nothing was spared: the usual path reads it (and says the same of it)
+    reader = Reader(file, doc, text)
+    parsed = _deepeval(reader)
+    parsed.text = reader.text
+    reader.fail()
+    return parsed
+
+
+results_format = ResultsFormat("deepeval", _claims, _deepeval, read_file=_read_file)

@@ -38,7 +38,7 @@ from evaluations.interop.inspect.samples import (
 )
 from evaluations.interop.results import ImportedCase, ImportedScore, ParsedResults, Reader, ResultsFormat, unit
 from evaluations.interop.writing import safe_name
-from evaluations.schemas.outputs import MAX_ITERATIONS
+from evaluations.schemas.outputs import MAX_ITERATIONS, AgentOutput
 
 MAX_PROBLEMS = 20
 
@@ -125,7 +125,7 @@ def _usage(log: InspectLog, cases: list[ImportedCase]) -> dict[str, int]:
                         totals[key] += entry[key]
         return dict(totals)
     for case in cases:  # a log still being written has no stats: the samples' own
-        if case.output is not None:
+        if isinstance(case.output, AgentOutput):  # Inspect's are models (DeepEval's alone are kept as JSON)
             used = case.output.usage()
             totals["input_tokens"] += used.prompt_tokens or 0
             totals["output_tokens"] += used.completion_tokens or 0

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import marshal
 import math
 import posixpath
 import re
@@ -99,12 +100,50 @@ def derive_ids(descriptions: list[str | None]) -> list[str]:
 _YAML_CACHE = "_cache_promptfoo_yaml"  # SourceFile.release() drops it with the file's other caches
 
 
+class _Packed:
+    """A test written in the config's `tests` list, kept as marshal's bytes (about the size of
+    its text) from the moment it is read until its case is made: built whole, a config's values
+    took four times its text beside the cases' rows. Only a mapping written there is packed
+    (`load_yaml`'s `pack`), never an alias, an anchored one or one holding an alias: a value
+    aliases share is never copied."""
+
+    __slots__ = ("data", "description")
+
+    def __init__(self, test: dict[str, Any]) -> None:
+        self.data = marshal.dumps(test)
+        description = test.get("description")
+        self.description = description if isinstance(description, str) else None
+
+    def unpack(self) -> dict[str, Any]:
+        test: dict[str, Any] = marshal.loads(self.data)  # noqa: S302 - bytes `__init__` made
+        return test
+
+
+# A test, the file it is in, that file's text (for lines) and the test's path there.
+_Located = tuple[dict[str, Any] | _Packed, SourceFile, Any, list[PathPart]]
+
+
+def _unpacked(test: dict[str, Any] | _Packed) -> dict[str, Any]:
+    return test.unpack() if isinstance(test, _Packed) else test
+
+
+def _yaml_source(file: SourceFile) -> str | bytes:
+    """What the YAML parser reads: a UTF-8 file's bytes (libyaml reads them as they are; the
+    decoded text and the parser's UTF-8 copy of it were two more copies of the file), else
+    its text (UTF-16, a byte-order mark, or a text already decoded)."""
+    if "text" in file.__dict__ or file.data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        return file.text
+    file.check_encoding()  # the located error, as decoding the text raises it
+    return file.data
+
+
 def _yaml_doc(file: SourceFile) -> tuple[Any, Any]:
-    """(document, node tree) of a YAML file, cached on the file; raises the located error."""
+    """(document, where it came from) of a YAML file, cached on the file; raises the located
+    error. The tests written in a config's `tests` list are `_Packed`."""
     cached = file.__dict__.get(_YAML_CACHE)
     if cached is None:
         try:
-            cached = load_yaml(file.text)
+            cached = load_yaml(_yaml_source(file), pack=_Packed)
         except YamlError as exc:
             raise EvalSetImportError(exc.code, [Problem(str(exc), file=file.name, line=exc.line, column=exc.column)],
                                      final=exc.final) from None
@@ -210,8 +249,8 @@ class _Suite:
             raise schema_error(self.problems)
         if len(tests) > max_cases():
             raise too_many_cases(self.file.name)
-        ids = derive_ids([t[0].get("description") if isinstance(t[0].get("description"), str) else None
-                          for t in tests])
+        ids = derive_ids([t[0].description if isinstance(t[0], _Packed) else t[0].get("description")
+                          if isinstance(t[0].get("description"), str) else None for t in tests])
         metadata = {k: v for k, v in doc.items() if k not in ("description", "tests", "defaultTest")}
         # From here the tests are held by `tests` alone, each let go once its case is made: a
         # config's values take about five times its text, its cases' rows three.
@@ -224,8 +263,10 @@ class _Suite:
         pending: list[Any] = tests
         del tests
         for index, eval_id in enumerate(ids):
-            test, where, tnode, path = pending[index]
+            packed, where, tnode, path = pending[index]
             pending[index] = None
+            test = _unpacked(packed)
+            del packed
             case = self._case(test, where, tnode, path, eval_id, default_vars, default_asserts, template,
                               criteria_config, unscored)
             if case is not None:
@@ -267,9 +308,9 @@ class _Suite:
 
     # Tests ------------------------------------------------------------------------------------
 
-    def _tests(self, doc: dict[str, Any], node: Any) -> list[tuple[dict[str, Any], SourceFile, Any, list[PathPart]]]:
+    def _tests(self, doc: dict[str, Any], node: Any) -> list[_Located]:
         raw = doc.get("tests")
-        out: list[tuple[dict[str, Any], SourceFile, Any, list[PathPart]]] = []
+        out: list[_Located] = []
         if raw is None:
             return out
         items = [raw] if isinstance(raw, str) else raw
@@ -280,7 +321,7 @@ class _Suite:
             path: list[PathPart] = ["tests", index] if not isinstance(raw, str) else ["tests"]
             if isinstance(item, str):
                 out.extend(self._tests_from_files(item, path, node))
-            elif isinstance(item, dict):
+            elif isinstance(item, (dict, _Packed)):
                 out.append((item, self.file, node, path))
             else:
                 self.problem("expected a test (a mapping) or a file:// reference", self.file, node, path)
@@ -288,19 +329,20 @@ class _Suite:
                 raise too_many_cases(self.file.name)
         return out
 
-    def _expanded(self, tests: list[tuple[dict[str, Any], SourceFile, Any, list[PathPart]]],
-                  default_vars: dict[str, Any]) -> list[tuple[dict[str, Any], SourceFile, Any, list[PathPart]]]:
+    def _expanded(self, tests: list[_Located],
+                  default_vars: dict[str, Any]) -> list[_Located]:
         """promptfoo's `generateVarCombinations`: a test whose vars hold lists of text runs once
         per combination of their values (unless `options.disableVarExpansion`), each its own case."""
-        out: list[tuple[dict[str, Any], SourceFile, Any, list[PathPart]]] = []
-        for test, where, node, path in tests:
+        out: list[_Located] = []
+        for kept, where, node, path in tests:
+            test = _unpacked(kept)  # a packed test stays packed unless it runs once per combination
             own, options = test.get("vars"), test.get("options")
             if not isinstance(own, dict):
-                out.append((test, where, node, path))
+                out.append((kept, where, node, path))
                 continue
             lists = any(isinstance(v, list) and v and isinstance(v[0], str) for v in {**default_vars, **own}.values())
             if not lists or (isinstance(options, dict) and options.get("disableVarExpansion")):
-                out.append((test, where, node, path))
+                out.append((kept, where, node, path))
                 continue
             combinations: list[dict[str, Any]] = [{}]
             for key, value in {**default_vars, **own}.items():
@@ -312,7 +354,7 @@ class _Suite:
         return out
 
     def _tests_from_files(self, ref: str, path: list[PathPart],
-                          node: Any) -> list[tuple[dict[str, Any], SourceFile, Any, list[PathPart]]]:
+                          node: Any) -> list[_Located]:
         if not ref.startswith("file://"):
             self.problem(f"a test given as text must be a file:// reference, not {ref[:80]!r}", self.file, node, path)
             return []
@@ -323,14 +365,14 @@ class _Suite:
             self.problem(f"the tests file {ref[7:]!r} is not in the upload: upload the config's folder or a zip "
                          "holding both", self.file, node, path)
             return []
-        out: list[tuple[dict[str, Any], SourceFile, Any, list[PathPart]]] = []
+        out: list[_Located] = []
         for name in matches:
             source = self.companions[name]
             self.used[name] = source
             out.extend(self._tests_in(source))
         return out
 
-    def _tests_in(self, source: SourceFile) -> list[tuple[dict[str, Any], SourceFile, Any, list[PathPart]]]:
+    def _tests_in(self, source: SourceFile) -> list[_Located]:
         if source.suffix == "csv":
             return [(test, source, None, []) for test in self._csv_tests(source)]
         if source.suffix in YAML_SUFFIXES:
@@ -343,7 +385,7 @@ class _Suite:
         if not isinstance(doc, list):
             self.problems.append(Problem("a tests file holds a list of tests", file=source.name, line=1))
             return []
-        out: list[tuple[dict[str, Any], SourceFile, Any, list[PathPart]]] = []
+        out: list[_Located] = []
         for index, test in enumerate(doc):
             if isinstance(test, dict):
                 out.append((test, source, node, [index]))

@@ -13,6 +13,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -101,33 +102,48 @@ _YAML11_BREAKS = "\x85\u2028\u2029"
 _YAML11_BREAK = re.compile("[\x85\u2028\u2029]")
 
 
-class YamlText:
-    """Where a loaded document's values are: its text, read again only when a problem is located
-    (`node_line`). No node tree is kept: PyYAML's nodes and marks take about 20 times the text
-    (66 MB for a 3 MB config), four times what its values take."""
+_YAML11_BREAK_BYTES = re.compile(b"\xc2\x85|\xe2\x80[\xa8\xa9]")  # the same three, in UTF-8
 
-    def __init__(self, text: str) -> None:
+
+class YamlText:
+    """Where a loaded document's values are: its text (or its UTF-8 bytes), read again only
+    when a problem is located (`node_line`). No node tree is kept: PyYAML's nodes and marks take
+    about 20 times the text (66 MB for a 3 MB config), four times what its values take."""
+
+    def __init__(self, text: str | bytes) -> None:
         self.text = text
 
 
-def load_yaml(text: str, *, strict_breaks: bool = True) -> tuple[Any, YamlText | None]:
+def load_yaml(text: str | bytes, *, strict_breaks: bool = True,
+              pack: Callable[[dict[str, Any]], Any] | None = None) -> tuple[Any, YamlText | None]:
     """(document, where it came from, for `node_line`) of one YAML document, read safely (no
     tags that build objects) with the core schema, its values built from the parser's events;
     raises YamlError with the line. A document nested deeper than MAX_YAML_DEPTH, with more than
     MAX_YAML_NODES values once its aliases are followed (a "billion laughs" document), or whose
     aliases repeat more text than the upload may still expand by, is refused when the alias
     that goes past is met: what an alias stands for is counted, never built again (its value
-    is shared)."""
-    found = _YAML11_BREAK.search(text) if strict_breaks else None
-    if found is not None:
-        odd = found.start()
-        line = text.count("\n", 0, odd) + 1
-        raise YamlError(f"a raw U+{ord(text[odd]):04X} character: YAML 1.1 readers take it for a line break and "
-                        "promptfoo's YAML 1.2 reader does not; write it as an escape in double quotes "
-                        '("\\N", "\\L", "\\P")', line, odd - text.rfind("\n", 0, odd))
+    is shared).
+
+    `text` may be a UTF-8 file's bytes: libyaml reads them as they are, where a str is first
+    encoded to a copy of them. `pack`: each mapping of the top-level mapping's `tests` list
+    written there (not an alias, not anchored, holding no alias: nothing shared is copied) is
+    kept as `pack(mapping)` returns it, as soon as it is built."""
+    if isinstance(text, bytes):
+        if strict_breaks and _YAML11_BREAK_BYTES.search(text) is not None:
+            return load_yaml(text.decode("utf-8-sig"), pack=pack)  # the located error, from the text
+        own = len(text) if text.isascii() else len(text.decode("utf-8-sig"))
+    else:
+        found = _YAML11_BREAK.search(text) if strict_breaks else None
+        if found is not None:
+            odd = found.start()
+            line = text.count("\n", 0, odd) + 1
+            raise YamlError(f"a raw U+{ord(text[odd]):04X} character: YAML 1.1 readers take it for a line break and "
+                            "promptfoo's YAML 1.2 reader does not; write it as an escape in double quotes "
+                            '("\\N", "\\L", "\\P")', line, odd - text.rfind("\n", 0, odd))
+        own = len(text)
     loader = _CoreLoader(text)
     try:
-        builder = _Builder(loader, len(text))
+        builder = _Builder(loader, own, pack)
         value = builder.document()
         if builder.empty:
             return None, None
@@ -164,10 +180,11 @@ class _Anchored:
 class _Frame:
     """A sequence or mapping being built."""
 
-    __slots__ = ("anchor", "chars", "depth", "key", "mark", "merged", "nodes", "value")
+    __slots__ = ("aliased", "anchor", "chars", "depth", "key", "mark", "merged", "nodes", "value")
 
     def __init__(self, value: list[Any] | dict[str, Any], mark: Any, anchor: _Anchored | None) -> None:
         self.value, self.mark, self.anchor = value, mark, anchor
+        self.aliased = False  # an alias somewhere inside: its value is shared, never copied
         self.chars, self.nodes, self.depth = 0, 1, 1
         self.key: Any = _NO_KEY
         self.merged: dict[str, Any] | None = None
@@ -184,8 +201,8 @@ class _Builder:
     its line. Aliases share their anchor's value; what they stand for (values, depth, text) is
     counted against the limits as each is met."""
 
-    def __init__(self, loader: Any, own: int) -> None:
-        self.loader, self.own = loader, own
+    def __init__(self, loader: Any, own: int, pack: Callable[[dict[str, Any]], Any] | None = None) -> None:
+        self.loader, self.own, self.pack = loader, own, pack
         budget = current_expansion()
         self.limit = budget.expanded_limit
         self.allowed = own + max(budget.expanded_limit - budget.expanded, 0)
@@ -265,6 +282,8 @@ class _Builder:
             raise YamlError("an alias inside the value its anchor names (a cycle JSON cannot hold)",
                             *_at(event.start_mark))
         self._count(anchored.nodes, anchored.chars, anchored.depth, event.start_mark)
+        if self.stack:
+            self.stack[-1].aliased = True
         self._add(anchored.value, anchored.chars, anchored.nodes, anchored.depth, event.start_mark, None)
 
     def _on_start(self, event: Any, sequence: bool) -> None:
@@ -278,6 +297,8 @@ class _Builder:
     def _on_end(self) -> None:
         frame = self.stack.pop()
         built: Any = frame.value
+        if frame.aliased and self.stack:
+            self.stack[-1].aliased = True
         if frame.merged is not None:
             assert isinstance(built, dict)
             built = {**frame.merged, **built}
@@ -286,7 +307,16 @@ class _Builder:
         if frame.anchor is not None:
             frame.anchor.chars, frame.anchor.nodes, frame.anchor.depth = frame.chars, frame.nodes, frame.depth
             frame.anchor.done = True
+        elif self.pack is not None and isinstance(built, dict) and not frame.aliased and self._in_tests():
+            built = self.pack(built)
         self._add(built, frame.chars, frame.nodes, frame.depth, frame.mark, None)
+
+    def _in_tests(self) -> bool:
+        """Whether the value just finished is an item of the top-level mapping's `tests` list
+        (itself not anchored: no alias may see its items packed)."""
+        stack = self.stack
+        return (len(stack) == 2 and isinstance(stack[0].value, dict) and stack[0].key == "tests"
+                and isinstance(stack[1].value, list) and stack[1].anchor is None)
 
     def _add(self, value: Any, chars: int, nodes: int, depth: int, mark: Any, tag: str | None) -> None:
         """Put a finished value in the container being built (or make it the document)."""
