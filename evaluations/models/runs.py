@@ -188,10 +188,16 @@ class Score(models.Model):
                    # issue 30: a run's failing scores (a few % of its rows) read for its causes
                    # without a walk over every score; queries filter on the same `NOT_PASSED`.
                    models.Index(fields=["run", "result"], condition=~models.Q(passed=True),
-                                name="score_run_not_passed")]
+                                name="score_run_not_passed"),
+                   # a run's errored scores (none, mostly), counted into its notices as it
+                   # completes: without it, SQLite read every score of the run to find none
+                   models.Index(fields=["run", "criterion"], condition=~models.Q(passed=True) & ~models.Q(error=""),
+                                name="score_run_errored")]
 
     #: The condition of the partial index above: filter on it (unchanged) to use the index.
     NOT_PASSED = ~models.Q(passed=True)
+    #: With NOT_PASSED, the condition of `score_run_errored`.
+    ERRORED = ~models.Q(error="")
 
     def __str__(self) -> str:
         return f"{self.criterion}={self.score}"

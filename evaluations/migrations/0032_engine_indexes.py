@@ -5,6 +5,10 @@
 # serve every lookup the single-column ones served. Each score, tool usage row and result the
 # engine writes maintains one or two indexes fewer. Dropped by name rather than by AlterField,
 # which on SQLite would copy each table whole.
+#
+# A run's errored scores get a partial index of their own (`score_run_errored`): the run's
+# notices, counted as it completes, read them through it, where SQLite read every score of
+# the run (0.13 s at 10,000 cases) to find the few, or none, that errored.
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -47,5 +51,11 @@ class Migration(migrations.Migration):
                                   reverse_sql=f'CREATE INDEX "{index}" ON "{table}" ("{column}")')
                 for index, table, column in DROPPED
             ],
+        ),
+        migrations.AddIndex(
+            model_name="score",
+            index=models.Index(condition=models.Q(("passed", True), _negated=True)
+                               & models.Q(("error", ""), _negated=True),
+                               fields=["run", "criterion"], name="score_run_errored"),
         ),
     ]
