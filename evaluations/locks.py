@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 try:
     import fcntl
@@ -49,7 +49,7 @@ TURN_WAIT_SECONDS = 20.0
 
 
 @contextmanager
-def write_turn() -> Iterator[None]:
+def write_turn(*, checkpoint_after: bool = False) -> Iterator[None]:
     """On SQLite, wait for the database's write lock here before a write transaction takes it.
 
     SQLite has one write lock, and a connection that finds it taken sleeps in SQLite's busy
@@ -61,6 +61,12 @@ def write_turn() -> Iterator[None]:
     released once the transaction has committed, so the next writer begins within about
     that. Writers that do not take it (a web request) wait in SQLite as before; a holder that
     dies releases it with its process. Use it outside any transaction, around `atomic()`.
+
+    `checkpoint_after`, for a turn that writes megabytes (an engine chunk's scores): its
+    commit does not copy the write-ahead log into the database (SQLite's automatic
+    checkpoint, which runs inside the commit, so inside the turn: 20 ms a chunk, with the
+    next writer waiting); a passive checkpoint does, once the turn is released, while the
+    next writer goes on (a passive checkpoint never blocks a writer).
 
     No-op on other databases, inside a transaction (the write lock is already held: waiting
     here could deadlock with a process that holds the file and waits for the database), for
@@ -74,6 +80,7 @@ def write_turn() -> Iterator[None]:
     except OSError:  # a read-only directory: SQLite's own wait, as without
         yield
         return
+    automatic = _automatic_checkpoint(0) if checkpoint_after else None
     try:
         deadline = time.monotonic() + TURN_WAIT_SECONDS
         while True:
@@ -87,6 +94,32 @@ def write_turn() -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the flock, if it was taken
+        if automatic is not None:
+            _checkpoint_after(automatic)
+
+
+def _automatic_checkpoint(pages: int) -> int | None:
+    """Set the connection's automatic checkpoint (`pages` of log, 0: none); returns the
+    setting it had, or None when it could not be read."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA wal_autocheckpoint")
+            row = cursor.fetchone()
+            cursor.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")
+    except DatabaseError:
+        return None
+    return int(row[0]) if row else None
+
+
+def _checkpoint_after(automatic: int) -> None:
+    """A passive checkpoint (outside any transaction), then the automatic one set back."""
+    try:
+        with connection.cursor() as cursor:
+            if not connection.in_atomic_block:
+                cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            cursor.execute(f"PRAGMA wal_autocheckpoint = {int(automatic)}")
+    except DatabaseError:  # a lost connection: the next one starts with SQLite's default
+        pass
 
 
 def _turn_path() -> str | None:
@@ -99,7 +132,7 @@ def _turn_path() -> str | None:
 
 
 @contextmanager
-def write_transaction() -> Iterator[None]:
+def write_transaction(*, checkpoint_after: bool = False) -> Iterator[None]:
     """`transaction.atomic()` entered in this process's write turn (`write_turn`)."""
-    with write_turn(), transaction.atomic():
+    with write_turn(checkpoint_after=checkpoint_after), transaction.atomic():
         yield

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 import threading
 import time
 
@@ -96,3 +97,29 @@ def test_postgresql_has_no_write_turn() -> None:
     with write_transaction():
         Project.objects.create(slug="pg", name="PG")
     assert Project.objects.filter(slug="pg").exists()
+
+
+def _pragma(sql: str) -> tuple[int, ...]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return tuple(cursor.fetchone())
+
+
+@sqlite_only
+def test_a_big_writes_log_is_checkpointed_after_its_turn_not_inside_it() -> None:
+    before = _pragma("PRAGMA wal_autocheckpoint")
+    _pragma("PRAGMA wal_checkpoint(TRUNCATE)")  # an empty log to start from
+    with write_transaction(checkpoint_after=True):
+        assert _pragma("PRAGMA wal_autocheckpoint") == (0,)  # the commit leaves the log as it is
+        Project.objects.bulk_create([Project(slug=f"p{i}", name="x" * 1000) for i in range(100)])
+    assert _pragma("PRAGMA wal_autocheckpoint") == before
+    # The database file itself holds the rows (read past the log): checkpointed after the turn.
+    # (A hundred kilobytes of log is under the automatic checkpoint's 1,000 pages: it would not have.)
+    name = connection.settings_dict["NAME"]
+    main_file = sqlite3.connect(f"file:{name}?immutable=1", uri=True)
+    try:
+        [(count,)] = main_file.execute(
+            "SELECT COUNT(*) FROM evaluations_project WHERE slug LIKE 'p%'").fetchall()
+    finally:
+        main_file.close()
+    assert count == 100

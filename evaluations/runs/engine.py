@@ -536,7 +536,9 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
         usage_rows = _tool_usage(run.pk, result.pk, output)
         prepared.append((result.pk, result_row, score_rows, usage_rows, _traces(output)))
 
-    with write_transaction():  # on SQLite, in this worker's turn at the write lock (locks.write_turn)
+    # On SQLite, in this worker's turn at the write lock, the log checkpointed once the turn
+    # is released (locks.write_turn).
+    with write_transaction(checkpoint_after=True):
         # Rows in pk order, then the run row (the counters, last): every writer locks in this
         # order, so twins of one batch, and a retry, wait for each other instead of deadlocking.
         still = _lock_pending([pk for pk, *_ in prepared])
