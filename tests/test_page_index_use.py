@@ -93,3 +93,16 @@ def test_the_trend_page_finds_its_page_of_cases_rows_by_eval_id_without_ordering
     if connection.vendor == "sqlite":
         plan = _plan(rows[0])
         assert "eval_id=?" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_a_runs_notices_read_its_errored_scores_through_their_partial_index(acme: Project) -> None:
+    """Counted as a run completes: SQLite read every score of the run to find the few, or none,
+    that errored."""
+    from evaluations.runs.summary import criterion_notices
+
+    baseline, _ = _pair(acme)
+    with CaptureQueriesContext(connection) as captured:
+        assert criterion_notices(baseline) == []
+    [query] = [q["sql"] for q in captured.captured_queries if 'FROM "evaluations_score"' in q["sql"]]
+    if connection.vendor == "sqlite":
+        assert "score_run_errored" in _plan(query), _plan(query)

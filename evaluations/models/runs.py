@@ -129,7 +129,8 @@ class CaseResult(models.Model):
         # promptfoo assertion evalsite does not compute) and nothing scored failed: no verdict.
         NOT_FULLY_SCORED = "not_fully_scored", "not fully scored"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results")
+    # No index of its own: the three below begin with the run (migration 0032).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results", db_index=False)
     case = models.ForeignKey(EvalCase, on_delete=models.CASCADE, related_name="results")
     iteration = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -159,8 +160,11 @@ class Score(models.Model):
         INTERACTION = "interaction"
         NODE = "node"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="scores")  # for aggregates
-    result = models.ForeignKey(CaseResult, on_delete=models.CASCADE, related_name="scores")
+    # Neither key has an index of its own: `score_run_criterion` begins with the run and
+    # `score_unique` with the result, and each of the 11 scores a case writes maintained two
+    # indexes more (migration 0032).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="scores", db_index=False)  # for aggregates
+    result = models.ForeignKey(CaseResult, on_delete=models.CASCADE, related_name="scores", db_index=False)
     criterion = models.CharField(max_length=100)
     evaluator = models.CharField(max_length=100, blank=True)
     applies_to = models.CharField(max_length=16, choices=Level.choices, default=Level.CONVERSATION)
@@ -184,10 +188,16 @@ class Score(models.Model):
                    # issue 30: a run's failing scores (a few % of its rows) read for its causes
                    # without a walk over every score; queries filter on the same `NOT_PASSED`.
                    models.Index(fields=["run", "result"], condition=~models.Q(passed=True),
-                                name="score_run_not_passed")]
+                                name="score_run_not_passed"),
+                   # a run's errored scores (none, mostly), counted into its notices as it
+                   # completes: without it, SQLite read every score of the run to find none
+                   models.Index(fields=["run", "criterion"], condition=~models.Q(passed=True) & ~models.Q(error=""),
+                                name="score_run_errored")]
 
     #: The condition of the partial index above: filter on it (unchanged) to use the index.
     NOT_PASSED = ~models.Q(passed=True)
+    #: With NOT_PASSED, the condition of `score_run_errored`.
+    ERRORED = ~models.Q(error="")
 
     def __str__(self) -> str:
         return f"{self.criterion}={self.score}"
@@ -196,8 +206,10 @@ class Score(models.Model):
 class ToolUsage(models.Model):
     """Calls of one tool (at one node) in one case result: per-tool aggregates are a GROUP BY."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_usage")
-    result = models.ForeignKey(CaseResult, on_delete=models.CASCADE, related_name="tool_usage")
+    # No index of its own for either key: `tool_usage_run_tool` begins with the run and
+    # `tool_usage_unique` with the result (migration 0032).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_usage", db_index=False)
+    result = models.ForeignKey(CaseResult, on_delete=models.CASCADE, related_name="tool_usage", db_index=False)
     tool_name = models.CharField(max_length=200)
     node_name = models.CharField(max_length=200, blank=True, default="")
     calls = models.PositiveIntegerField(default=0)

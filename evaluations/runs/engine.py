@@ -29,6 +29,7 @@ from evaluations.evaluators.base import Level
 from evaluations.evaluators.promptfoo_test import TEST_CRITERION, SuiteDefaults, suite_defaults, verdict_scores
 from evaluations.evaluators.runnable import NOT_RUNNABLE, is_custom_uipath, not_runnable_reason
 from evaluations.interop.base import gc_paused
+from evaluations.locks import write_transaction
 from evaluations.models import (
     CaseResult,
     EvalCase,
@@ -143,7 +144,7 @@ def _run_batch_once(run_id: int, first_pk: int, last_pk: int, batch_id: int | No
     owner = f"{socket.gethostname()}:{os.getpid()}"  # who holds the lease: for logs and tests
     # The batch's lease and the run's are taken in one commit: on SQLite every write waits
     # its turn for the one write lock, and a batch starts forty times in a 10,000-case run.
-    with transaction.atomic():
+    with write_transaction():
         if not queue.batch_heartbeat(batch_id, owner, claim):
             log.info("run %s batch %s: queued again since this task was sent; left to the task that holds it",
                      run_id, batch_id)
@@ -535,7 +536,9 @@ def _write(run: Run, evaluated: list[tuple[PendingResult, AgentOutput, list[Scor
         usage_rows = _tool_usage(run.pk, result.pk, output)
         prepared.append((result.pk, result_row, score_rows, usage_rows, _traces(output)))
 
-    with transaction.atomic():
+    # On SQLite, in this worker's turn at the write lock, the log checkpointed once the turn
+    # is released (locks.write_turn).
+    with write_transaction(checkpoint_after=True):
         # Rows in pk order, then the run row (the counters, last): every writer locks in this
         # order, so twins of one batch, and a retry, wait for each other instead of deadlocking.
         still = _lock_pending([pk for pk, *_ in prepared])
@@ -717,7 +720,7 @@ def run_finish(run_id: int) -> bool:
     # comparison with the default baseline; a crowd of first views would each compute it).
     completions = [c for hook in completion_hooks if (c := _prepared(hook, run)) is not None]
     finished_at = timezone.now()
-    with transaction.atomic():
+    with write_transaction():
         done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
             status=Run.Status.COMPLETED, summary=summary, finished_at=finished_at))
         if done:

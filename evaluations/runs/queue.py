@@ -33,6 +33,7 @@ from django.db import transaction
 from django.db.models import F, Subquery
 from django.utils import timezone
 
+from evaluations.locks import write_transaction
 from evaluations.models import Run, RunBatch
 
 TASK = "evaluations.tasks.run_batch"
@@ -186,7 +187,7 @@ def hand_on(from_run: int) -> int:
 def batch_done(run_id: int, batch_id: int | None) -> None:
     """The batch ended (or found its run finished): its place is handed on."""
     if batch_id is not None:
-        with transaction.atomic():  # the place freed and handed on in one commit
+        with write_transaction():  # the place freed and handed on in one commit
             RunBatch.objects.filter(pk=batch_id).delete()
             hand_on(run_id)
 
@@ -194,7 +195,7 @@ def batch_done(run_id: int, batch_id: int | None) -> None:
 def batch_yield(run_id: int, batch_id: int, next_pk: int) -> None:
     """The batch stops for another run's turn: what it has not settled waits again, and its
     place is handed on."""
-    with transaction.atomic():
+    with write_transaction():
         RunBatch.objects.filter(pk=batch_id).update(first_pk=next_pk, queued_at=None, heartbeat_at=None, owner="")
         hand_on(run_id)
 

@@ -160,8 +160,13 @@ def run_create(
     if schema_problems:
         raise RunError("; ".join(schema_problems))
 
-    cases = list(EvalCase.objects.in_version(version).order_by("position").values_list("pk", "eval_id", "turn_count",
-                                                                   "conversation_scenario"))
+    in_order = EvalCase.objects.in_version(version).order_by("position")
+    if target_kind == Run.TargetKind.UPLOADED:
+        # the scenario only matters to a target that runs the cases: not read (nor its JSON
+        # decoded) for each of the uploaded outputs' cases
+        cases = [(*row, None) for row in in_order.values_list("pk", "eval_id", "turn_count")]
+    else:
+        cases = list(in_order.values_list("pk", "eval_id", "turn_count", "conversation_scenario"))
     known = {eval_id for _, eval_id, _, _ in cases}
     if eval_ids:
         unknown = sorted(set(eval_ids) - known)

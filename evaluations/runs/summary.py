@@ -121,12 +121,12 @@ NOTICES_SHOWN = 20
 
 def criterion_notices(run: Run) -> list[dict[str, Any]]:
     """The run's criteria that could not be scored, folded by criterion and reason: one GROUP
-    BY over the scores with an error (the failing scores' partial index holds them), then the
+    BY over the scores with an error (read through their partial index, `score_run_errored`), then the
     messages folded (`messages.normalise`). Each: criterion, kind (`not_runnable`: known before
     any case, such as an LLM judge with no judge model; `evaluator_error`: the evaluator raised),
     reason, an example message, and how many cases and results. Most cases first."""
     folded: dict[tuple[str, str, str], dict[str, Any]] = {}
-    rows = (Score.objects.filter(Score.NOT_PASSED, run=run).exclude(error="").order_by()
+    rows = (Score.objects.filter(Score.NOT_PASSED, Score.ERRORED, run=run).order_by()
             .values_list("criterion", "error")
             .annotate(results=Count("result_id", distinct=True), cases=Count("result__case_id", distinct=True)))
     for criterion, error, results, cases in rows:
