@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -380,3 +381,34 @@ def test_a_json_golden_found_wrong_is_said_before_the_case_limit_the_sink_keeps(
                                format="deepeval")
     assert sorted(CaseRow.objects.filter(version=outcome.version).values_list("eval_id", flat=True)) == [
         "golden-1", "golden-2", "golden-3", "golden-4"]
+
+
+_WALKED = [
+    b'[{"input": "a", "name": "x", "color": "red"}, {"input": "b", "name": "x", "expected_output": NaN}]',
+    b'\xef\xbb\xbf [ {"scenario": "chat", "turns": [{"role": "user", "content": "hi"}], "id": 7} ]\n',
+    b'[{"input": "a", "scenario": "s"}, {"turns": [{"role": "bot", "content": 1}]}, {"input": 3}]',
+    b'[{"input": "a"}, {"scenario": "b"}, {"scenario": "c"}]',
+    b'[{"input": "a"}, "not a golden"]',
+    b'[{"input": "a"}, {"input": "b"},]',
+    b'[{"input": "a"}] trailing',
+    b'[{"input": "a", "name": ' + b"9" * 5000 + b"}]",
+    b"[]",
+]
+
+
+@pytest.mark.parametrize("data", _WALKED)
+def test_a_json_list_read_golden_by_golden_says_what_the_whole_parse_says(data: bytes) -> None:
+    """The list is walked golden by golden; a file already parsed whole (as sniffing leaves it)
+    is read from that parse: the two must give the same cases, warnings and problems."""
+
+    def outcome(file: SourceFile) -> object:
+        try:
+            parsed = reader.parse(file, [])
+        except EvalSetImportError as exc:
+            return exc.code, [(p.message, p.file, p.case, p.path, p.line, p.column) for p in exc.problems]
+        return parsed.evalset.model_dump(), parsed.warnings
+
+    whole = SourceFile("goldens.json", data)
+    with contextlib.suppress(EvalSetImportError):  # not JSON: both say so
+        _ = whole.json
+    assert outcome(SourceFile("goldens.json", data)) == outcome(whole)

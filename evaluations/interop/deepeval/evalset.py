@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -137,9 +138,15 @@ class _Golden:
     values: dict[str, Any] = field(default_factory=dict)  # canonical field -> value (no empties)
     extra: dict[str, Any] = field(default_factory=dict)  # unknown keys, kept in metadata
     eval_id: str = ""
+    start: int | None = None  # JSON walked item by item: where the golden starts in the text
+    turn_kind: bool | None = None  # multi_turn, kept while the fields are let go (see `_walked_goldens`)
+    ids: list[str | None] | None = None  # `_id_candidates`, kept likewise
+    extra_keys: frozenset[str] = frozenset()  # the unknown keys, kept likewise
 
     @property
     def multi_turn(self) -> bool:
+        if self.turn_kind is not None:
+            return self.turn_kind
         if "scenario" in self.values:
             return True
         if "input" in self.values:
@@ -219,8 +226,8 @@ class DeepEvalReader:
         goldens = self._load(run)
         if not goldens and not run.problems:
             raise EvalSetImportError("empty", [Problem("the file holds no goldens", file=file.name)])
-        for golden, eval_id in zip(goldens, derive_eval_ids([_id_candidates(g) for g in goldens], "golden"),
-                                   strict=True):
+        ids = [g.ids if g.ids is not None else _id_candidates(g) for g in goldens]
+        for golden, eval_id in zip(goldens, derive_eval_ids(ids, "golden"), strict=True):
             golden.eval_id = eval_id
         self._check_not_mixed(run, goldens)
         multi_turn = any(g.multi_turn for g in goldens)
@@ -231,7 +238,9 @@ class DeepEvalReader:
         cases: list[EvalCase | None] = []
         refused: EvalSetImportError | None = None
         for g in goldens:
+            _reload(run.file, g)
             case = self._multi_turn_case(run, g) if multi_turn else self._single_turn_case(run, g)
+            _let_go(g)
             if sink is None or run.problems or refused is not None:
                 cases.append(case)
             elif case is not None:
@@ -241,7 +250,7 @@ class DeepEvalReader:
                     refused = exc
         if run.problems:
             raise schema_error(sorted(run.problems, key=_by_line))
-        unknown = sorted({k for g in goldens for k in g.extra})
+        unknown = sorted({k for g in goldens for k in (g.extra_keys or g.extra)})
         if unknown:
             run.warnings.append(
                 f"kept unknown DeepEval fields in each case's metadata.extra: {', '.join(unknown)}"
@@ -277,6 +286,9 @@ class DeepEvalReader:
                 _read_fields(golden, row)
                 goldens.append(golden)
             return goldens
+        walked = _walked_goldens(file)
+        if walked is not None:
+            return walked
         doc = file.json
         located: list[tuple[tuple[PathPart, ...], Any]] = []
         if isinstance(doc, list):
@@ -314,6 +326,7 @@ class DeepEvalReader:
         strays, kind = (multi, "multi-turn") if len(multi) <= len(single) else (single, "single-turn")
         for g in strays:
             before = len(run.problems)
+            _reload(run.file, g)
             others = "single" if kind == "multi-turn" else "multi"
             own_fields = MULTI_TURN_FIELDS if g.multi_turn else SINGLE_TURN_FIELDS
             key = next((k for k in ("scenario", "input", *sorted(own_fields)) if k in g.values), None)
@@ -394,6 +407,73 @@ class DeepEvalReader:
 
 
 reader = DeepEvalReader()
+
+
+# --- A JSON list of goldens, read golden by golden ---------------------------------------------
+#
+# `file.json` of a large list of goldens holds every golden as dicts at once (several times the
+# file), and each golden's fields besides until the last case is made. The checks made before any
+# case (eval ids, single- or multi-turn) need only a little of each golden; so the list is walked
+# with the decoder `json.loads` uses: each golden decoded once for what the checks need (then its
+# fields let go), and again, from where it starts in the text, when its case is made. A document
+# this walk does not take as it is (not a list at the top, too deep, an integer too long, invalid
+# JSON) is left to `file.json`, whose errors are the ones to say.
+
+_DECODER = json.JSONDecoder()  # what `json.loads` uses: NaN and Infinity accepted, last key wins
+_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json skips it
+
+
+def _walked_goldens(file: SourceFile) -> list[_Golden] | None:
+    if "json" in file.__dict__:
+        return None  # parsed whole already (to sniff it): read from that
+    if file.is_blank() or file.data.lstrip(b"\xef\xbb\xbf \t\n\r")[:1] != b"[":
+        return None
+    try:
+        safejson.check_depth(file.data)
+        text = file.text
+        goldens: list[_Golden] = []
+        pos = _SPACE.match(text).end()  # type: ignore[union-attr]
+        if not text.startswith("[", pos):
+            return None
+        pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+        if text.startswith("]", pos):
+            end = pos + 1
+        else:
+            while True:
+                value, end = _DECODER.raw_decode(text, pos)
+                if not isinstance(value, dict):
+                    return None  # said by the whole parse, in the order it says things
+                golden = _Golden(position=len(goldens) + 1, line=None, prefix=(len(goldens),), start=pos)
+                _read_fields(golden, value)
+                golden.turn_kind, golden.ids = golden.multi_turn, _id_candidates(golden)
+                golden.extra_keys = frozenset(golden.extra)
+                _let_go(golden)
+                goldens.append(golden)
+                del value
+                pos = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+                if text.startswith(",", pos):
+                    pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+                elif text.startswith("]", pos):
+                    end = pos + 1
+                    break
+                else:
+                    return None
+        if _SPACE.match(text, end).end() != len(text):  # type: ignore[union-attr]
+            return None
+    except (ValueError, RecursionError, EvalSetImportError):
+        return None
+    return goldens
+
+
+def _reload(file: SourceFile, golden: _Golden) -> None:
+    """A walked golden's fields, decoded again from where it starts."""
+    if golden.start is not None and not golden.values and not golden.extra:
+        _read_fields(golden, _DECODER.raw_decode(file.text, golden.start)[0])
+
+
+def _let_go(golden: _Golden) -> None:
+    if golden.start is not None:
+        golden.values, golden.keys, golden.extra = {}, {}, {}
 
 
 # --- Shared helpers (the plain reader uses these too) ------------------------------------------
