@@ -105,7 +105,7 @@ def test_a_member_uploads_runs_compares_and_drills_into_a_regression(
             if rate is not None:
                 page.get_by_label("Share of cases affected").fill(rate)
             page.get_by_label("Name", exact=True).fill(name)
-            page.get_by_label("Model").fill(f"demo-{name}")
+            page.get_by_label("Model", exact=True).fill(f"demo-{name}")
             screenshot(f"new_run_{name}")
             page.get_by_role("button", name="Start run").click()
             expect(page).to_have_url(re.compile(r"/runs/\d+/$"))

@@ -86,7 +86,7 @@ def test_a_member_starts_a_demo_run_watches_it_progress_and_filters_its_cases(
     page.screenshot(path="/tmp/run_new.png", full_page=True)
     page.get_by_label("Demo agent").check()
     page.get_by_label("missing call").check()
-    page.get_by_label("Model").fill("demo-model")
+    page.get_by_label("Model", exact=True).fill("demo-model")
     page.get_by_role("button", name="Start run").click()
 
     expect(page).to_have_url(re.compile(r"/runs/\d+/$"))

@@ -99,7 +99,7 @@ class NewRunForm(forms.Form):
                                       help_text="package.module:function, importable by the queue workers")
     # A model target (OpenAI-compatible /chat/completions, its tools simulated from the eval set).
     model_base_url = forms.CharField(required=False, label="Base URL", max_length=2000)
-    model_name = forms.CharField(required=False, label="Model", max_length=200)
+    model_name = forms.CharField(required=False, label="Model name", max_length=200)
     model_api_key_env = forms.CharField(required=False, label="API key variable", max_length=200,
                                         initial="OPENAI_API_KEY")
     model_prompt = forms.ChoiceField(required=False, label="Prompt")
