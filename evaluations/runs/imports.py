@@ -222,11 +222,15 @@ def results_import(*, project: Project, file: SourceFile, evalset: EvalSet | Non
                                "latency_seconds = %s, prompt_tokens = %s, completion_tokens = %s, cost_usd = %s, "
                                "updated_at = %s WHERE id = %s", results)
         executemany(Score, score_columns, scores, json_columns={"threshold", "justification"})
-        statuses = Counter(r[0] for r in results)
+        statuses, written = Counter(r[0] for r in results), len(results)
+        # The file, its cases and their rows let go before the run completes: its completion
+        # compares it with the eval set's previous run (`review.completion`), and that, not the
+        # reading, was the import's peak (both callers hand the file over, holding no other reference).
+        del file, parsed, pending, results, scores
         not_runnable = statuses[CaseResult.Status.NOT_RUNNABLE]
         Run.objects.filter(pk=run.pk).update(
             status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, config={"criteria": criteria},
-            criteria_order=list(criteria), cases_done=len(results) - not_runnable,
+            criteria_order=list(criteria), cases_done=written - not_runnable,
             cases_not_runnable=run.cases_not_runnable + not_runnable,
             cases_failed=statuses[CaseResult.Status.FAILED], cases_errored=statuses[CaseResult.Status.ERROR],
             cases_unscored=statuses[CaseResult.Status.NOT_FULLY_SCORED])
