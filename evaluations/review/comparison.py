@@ -134,7 +134,7 @@ LATENCY_QUANTILES = 100  # the ECDF of each run is kept as this many + 1 quantil
 # --- Reading the runs ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResultRow:
     pk: int
     eval_id: str
@@ -144,7 +144,7 @@ class ResultRow:
     tags: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScoreRow:
     result_pk: int
     criterion: str
@@ -161,16 +161,19 @@ class RunData:
 
 
 def run_data(run: Run) -> RunData:
-    """Two queries, whatever the size of the run; no outputs or justifications are read."""
+    """Two queries, whatever the size of the run; no outputs or justifications are read. Each
+    status and criterion name is kept once, not once a row (a run's completion holds both runs')."""
+    words: dict[str, str] = {}
     results = [
-        ResultRow(pk, eval_id, iteration, status, latency, tuple(str(t) for t in tags or ()))
+        ResultRow(pk, eval_id, iteration, words.setdefault(status, status), latency,
+                  tuple(str(t) for t in tags or ()))
         for pk, eval_id, iteration, status, latency, tags in CaseResult.objects.filter(run=run)
         .values_list("pk", "case__eval_id", "iteration", "status", "latency_seconds", "case__tags")
         .iterator(chunk_size=5000)
     ]
     scores = [
-        ScoreRow(*row)
-        for row in Score.objects.filter(run=run, applies_to=Score.Level.CONVERSATION)
+        ScoreRow(result_pk, words.setdefault(criterion, criterion), score, passed)
+        for result_pk, criterion, score, passed in Score.objects.filter(run=run, applies_to=Score.Level.CONVERSATION)
         .values_list("result_id", "criterion", "score", "passed").iterator(chunk_size=5000)
     ]
     return RunData(results, scores)
@@ -349,6 +352,12 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
     # A case the candidate has not settled every repeat of is pending, not "removed" or judged
     # on the repeats done so far; the verdict waits for it (`headline`).
     pending = {r.eval_id for r in candidate.results if result_outcome(r.status) is None}
+    names = sorted({s.criterion for s in baseline.scores} | {s.criterion for s in candidate.scores})
+    before_latency, after_latency = _latency(baseline), _latency(candidate)
+    # The rows are in the sides now: let them go before the cases are made (a caller that hands
+    # the runs' data over, as a run's completion does, frees them here: both runs' rows at once
+    # were the largest part of a completion's memory).
+    del baseline, candidate
     rows: list[tuple[str, str, _Side | None, _Side | None]] = []
     for eval_id in before_sides.keys() | after_sides.keys() | pending:
         before, after = before_sides.get(eval_id), after_sides.get(eval_id)
@@ -377,7 +386,6 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
         })
     paired = [(eval_id, before, after) for eval_id, _, before, after in rows]
 
-    names = sorted({s.criterion for s in baseline.scores} | {s.criterion for s in candidate.scores})
     criteria = []
     points: dict[str, list[list[Any]]] = {}
     for name in names:
@@ -391,7 +399,6 @@ def compare(baseline: RunData, candidate: RunData, *, resamples: int = RESAMPLES
     judged = sum(1 for _, status, before, after in rows
                  if status not in (NEW, REMOVED, PENDING) and before is not None and after is not None
                  and (status != UNSCORED or bool(_scored(before) & _scored(after))))
-    before_latency, after_latency = _latency(baseline), _latency(candidate)
     return {
         "version": SUMMARY_VERSION,
         "counts": counts,
