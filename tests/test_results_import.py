@@ -15,7 +15,7 @@ import pytest
 
 from evaluations.interop.base import EvalSetImportError, SourceFile
 from evaluations.interop.results import read_results
-from evaluations.models import CaseResult, EvalSet, Project, Run, Score
+from evaluations.models import CaseResult, Comparison, EvalSet, Project, Run, Score
 from evaluations.runs.imports import results_import
 from evaluations.runs.services import native_case
 from tests.engine_helpers import import_demo
@@ -385,3 +385,66 @@ def test_a_deepeval_file_the_walk_does_not_take_is_read_whole_with_the_same_erro
     big = text.replace('"testCases": [', '"n": ' + "9" * 5000 + ', "testCases": [', 1)
     assert _error(acme, "run.json", big).code == "invalid_json"
     _nothing_written()
+
+
+# --- What a DeepEval import stores, case by case (issue 38: the import's memory) -------------------
+
+
+def _test_run(cases: int) -> dict[str, Any]:
+    test_cases = []
+    for n in range(cases):
+        metrics = [{"name": "Answer Relevancy", "threshold": 0.7, "success": n % 3 != 1, "score": 0.5 + n / 100,
+                    "reason": f"reason {n}", "strictMode": False, "evaluationModel": "gpt-4o", "error": None},
+                   {"name": "My Rubric", "threshold": 0.5, "success": n % 4 != 2, "score": n / 10,
+                    "error": "judge timed out" if n == 5 else None}]
+        test_cases.append({"name": f"case_{n}", "input": f"question {n}", "actualOutput": f"answer {n}",
+                           "expectedOutput": f"expected {n}", "success": all(m["success"] for m in metrics),
+                           "metricsData": metrics, "runDuration": n / 4,
+                           "toolsCalled": [{"name": "lookup", "inputParameters": {"n": n}, "output": str(n)}]})
+    return {"identifier": "memory", "testCases": test_cases}
+
+
+def _stored(run: Run) -> list[tuple[Any, ...]]:
+    """Every result and score row of `run`, with what each holds, in case order."""
+    results = [(eval_id, status, error, latency, output) for eval_id, status, error, latency, output in
+               CaseResult.objects.filter(run=run).order_by("case__position", "iteration").values_list(
+                   "case__eval_id", "status", "error", "latency_seconds", "output")]
+    scores = list(Score.objects.filter(run=run).order_by("result__case__position", "criterion").values_list(
+        "result__case__eval_id", "criterion", "evaluator", "applies_to", "score", "raw_value", "passed",
+        "threshold", "justification", "error"))
+    return results + scores
+
+
+def test_a_deepeval_import_stores_every_case_and_score_of_the_file_and_again_the_same(acme: Project) -> None:
+    doc = _test_run(12)
+    first = results_import(project=acme, file=SourceFile("latest_test_run.json", json.dumps(doc).encode()))
+    rows = _stored(first)
+    assert len(rows) == 12 + 24
+    results = {r[0]: r for r in rows[:12]}
+    assert [r[0] for r in rows[:12]] == [f"case_{n}" for n in range(12)]
+    for n, case in enumerate(doc["testCases"]):
+        _, status, error, latency, output = results[f"case_{n}"]
+        assert status == ("passed" if case["success"] else "failed")  # DeepEval's verdict, a metric's error aside
+        assert error == ("judge timed out" if n == 5 else "")
+        assert latency == n / 4
+        assert output["turns"][0]["final_response"] == f"answer {n}"
+        assert output["turns"][0]["tool_calls"][0]["args"] == {"n": n}
+    relevancy = [r for r in rows[12:] if r[0] == "case_3" and r[1] == "deepeval_answer_relevancy"]
+    assert [r[4:8] for r in relevancy] == [(0.53, 0.53, True, {"lower_limit": 0.7})]
+    assert relevancy[0][8]["reason"] == "reason 3" and relevancy[0][8]["deepeval_name"] == "Answer Relevancy"
+    assert [r[9] for r in rows[12:] if r[0] == "case_5" and r[1] == "My Rubric"] == ["judge timed out"]
+    # The same file again: compared with the first run as it completes, and the same rows stored.
+    again = results_import(project=acme, file=SourceFile("latest_test_run.json", json.dumps(doc).encode()))
+    assert again.status == Run.Status.COMPLETED and again.pk != first.pk
+    assert _stored(again) == rows
+    assert Comparison.objects.filter(baseline=first, candidate=again).exists()
+
+
+def test_a_deepeval_file_wrong_in_its_last_case_writes_nothing(acme: Project) -> None:
+    doc = _test_run(12)
+    doc["testCases"][-1]["metricsData"][1]["score"] = "high"
+    error = _error(acme, "latest_test_run.json", doc)
+    assert error.code == "schema"
+    assert [(p.case, p.path) for p in error.problems] == [("case_11", "testCases[11].metricsData[1].score")]
+    _nothing_written()
+    assert not EvalSet.objects.filter(project=acme).exists()
