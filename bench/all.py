@@ -171,33 +171,41 @@ def run_lighthouse() -> list[Figure]:
     return [*figures, Figure("Lighthouse accessibility, lowest page", lowest, "score", ">= 95")]
 
 
+_STARTED = time.perf_counter()
+
+
+def say(message: str) -> None:
+    """A step's name, after the time since the run started: the differences say where a run's time goes."""
+    print(f"[{time.perf_counter() - _STARTED:5.0f} s] {message}", flush=True)
+
+
 def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     figures: list[Figure] = []
     n = sizes["import"]
-    print(f"import benchmark ({n} cases)...", flush=True)
+    say(f"import benchmark ({n} cases)...")
     imp = import_bench.measure(n, sizes["import_runs"], echo=False)
     figures.append(Figure(f"import {_size(n)} ADK cases", imp["seconds"], "s", "<= 2.5 s, <= 2x floor", imp["ratio"]))
     figures.append(Figure(f"import {_size(n)} ADK cases, peak RSS", imp["peak_rss_mb"], "MB", "<= 200 MB"))
 
     n = sizes["engine"]
-    print(f"engine benchmark ({n} cases x 6 evaluators, 2 workers)...", flush=True)
+    say(f"engine benchmark ({n} cases x 6 evaluators, 2 workers)...")
     eng = run_engine(n)
     figures.append(Figure(f"engine {_size(n)} x 6 evaluators, 2 workers", eng["seconds"], "s",
                           "<= 1.2x floor", eng["ratio"]))
     if postgres:
-        print(f"engine benchmark on PostgreSQL ({n} cases x 6 evaluators, 2 workers)...", flush=True)
+        say(f"engine benchmark on PostgreSQL ({n} cases x 6 evaluators, 2 workers)...")
         with scratch_database(postgres) as url:
             eng = run_engine(n, url)
         figures.append(Figure(f"engine {_size(n)} x 6 evaluators, 2 workers, PostgreSQL", eng["seconds"], "s",
                               "<= 6 s", eng["ratio"]))
 
     n = sizes["results_import"]
-    print(f"results import benchmark ({n}-case DeepEval test run)...", flush=True)
+    say(f"results import benchmark ({n}-case DeepEval test run)...")
     res = results_import_bench.measure(n, sizes["import_runs"], echo=False)
     figures.append(Figure(f"results import {_size(n)} DeepEval cases", res["seconds"], "s", "<= 5 s", res["ratio"]))
 
     n = sizes["otlp_requests"]
-    print(f"OTLP ingest benchmark ({n} exports of 512 spans over HTTP, 4 clients)...", flush=True)
+    say(f"OTLP ingest benchmark ({n} exports of 512 spans over HTTP, 4 clients)...")
     otlp = run_otlp(n)
     # The ratio: the receiver's in-process work floor (decode + rows + inserts) over HTTP's rate.
     figures.append(Figure("OTLP ingest, spans/s (SQLite)", otlp["spans_per_second"], "/s", ">= 2,000/s",
@@ -205,49 +213,49 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     figures.append(Figure("OTLP ingest, p99 of a 512-span export", otlp["p99_ms"] / 1000, "ms", ""))
 
     n = sizes["deletion"]
-    print(f"deletion benchmark (a {n}-case run)...", flush=True)
+    say(f"deletion benchmark (a {n}-case run)...")
     gone = run_deletion(n)
     figures.append(Figure(f"delete a {_size(n)}-case run", gone["seconds"], "s", "<= 3x floor", gone["ratio"]))
     figures.append(Figure(f"delete a {_size(n)}-case run, longest DELETE", gone["longest_statement_seconds"], "ms",
                           "< the floor's one lock"))
     n = sizes["review"]
-    print(f"team review benchmark ({n} cases, a tenth regressed)...", flush=True)
+    say(f"team review benchmark ({n} cases, a tenth regressed)...")
     rev = run_review(n)
     figures.append(Figure(f"bulk triage of {_size(rev['regressions'])} regressions (select all)", rev["bulk_seconds"],
                           "s", "<= 10x floor", rev["bulk_ratio"]))
     figures.append(Figure(f"review report, {_size(rev['regressions'])} decisions", rev["report_ms"] / 1000, "ms",
                           "", rev["report_ratio"]))
     n = sizes["causes"]
-    print(f"causes benchmark ({n} cases, grouped at completion)...", flush=True)
+    say(f"causes benchmark ({n} cases, grouped at completion)...")
     grouped = run_causes(n)
     # The ratio: to the completion's own comparison of the same runs (the floor it comes on top of).
     figures.append(Figure(f"causes of a {_size(n)}-case run", grouped["seconds"], "s", "<= 1 s", grouped["ratio"]))
-    print("notifications benchmark (10 rules on a finished run; 1,000 deliveries drained by a qcluster)...", flush=True)
+    say("notifications benchmark (10 rules on a finished run; 1,000 deliveries drained by a qcluster)...")
     note = run_bench("notify_bench.py", "--rules", "10", "--deliveries", "1000", "--repeat", "5", scratch=True)
     figures += [Figure("completion with 10 notification rules, added", note["added_ms"] / 1000, "ms", "<= 50 ms",
                        note["with_rules_ms"] / note["floor_ms"]),
                 Figure("notification deliveries drained, 2 workers", note["per_second"], "/s", ">= 100/s",
                        note["ratio"])]
-    print("a receiver's 400 MB answer and gzip bomb, the worker's memory...", flush=True)
+    say("a receiver's 400 MB answer and gzip bomb, the worker's memory...")
     answer = run_bench("notify_answer_bench.py")
     worst = max(answer["flood"]["growth_mb"], answer["bomb"]["growth_mb"])
     figures.append(Figure("notification answer of 400 MB / gzip bomb, RSS added", answer["added_mb"], "MB",
                           "<= 32 MB", worst / max(answer["floor"]["growth_mb"], 1.0)))
     n = sizes["wide_csv_rows"]
-    print(f"wide CSV import ({n} rows x 1,000 columns)...", flush=True)
+    say(f"wide CSV import ({n} rows x 1,000 columns)...")
     wide = wide_csv_bench.measure(n)
     figures.append(Figure(f"import a wide CSV, {_size(n)} x 1,000, peak RSS growth", wide["peak_growth_mb"], "MB",
                           "<= 160 MB at 5k rows", wide["peak_growth_mb"] / max(wide["floor_peak_growth_mb"], 1.0)))
     figures.append(Figure(f"import a wide CSV, {_size(n)} x 1,000", wide["seconds"], "s", "",
                           wide["seconds"] / wide["floor_seconds"]))
 
-    print("scoring untrusted outputs, worst cases ...", flush=True)
+    say("scoring untrusted outputs, worst cases ...")
     sc = scoring_bench.measure(quick=sizes is QUICK)
     figures.append(Figure("JSON similarity, a 10,000-char leaf pair", sc["similarity_10k_s"], "ms", "< 50 ms",
                           sc["similarity_10k_s"] / sc["similarity_typical_s"]))
     figures.append(Figure("ANY_ORDER alignment, 500 calls", sc["any_order_500_s"], "s", "< 1 s",
                           sc["any_order_500_s"] / sc["any_order_typical_s"]))
-    print("members' patterns and schemas on hostile answers ...", flush=True)
+    say("members' patterns and schemas on hostile answers ...")
     pat = run_bench("patterns_bench.py", *(("--quick",) if sizes is QUICK else ()))
     figures.append(Figure("regex_match, a typical pattern (RE2 with re's meaning)", pat["regex_typical_bounded_s"],
                           "ms", "~ re's cost", pat["regex_typical_bounded_s"] / pat["regex_typical_re_s"]))
@@ -260,11 +268,12 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     figures.append(Figure("$defs doubling 19 times, refused when saved", pat["schema_doubling_refused_s"], "ms",
                           "was 13.8 s to validate"))
     n = sizes["otlp_refusal_spans"]
-    print(f"OTLP refusal benchmark (one export of {n} spans over the budget)...", flush=True)
+    say(f"OTLP refusal benchmark (one export of {n} spans over the budget)...")
     refusal = run_bench("otlp_refusal_bench.py", "--spans", str(n))
     figures.append(Figure(f"OTLP refusal of {_size(n)} spans", refusal["seconds"], "s",
                           "decode only (<= 2x floor)", refusal["ratio"]))
 
+    say("monitors benchmark (ingest with monitors, scoring, the monitor and trace pages as traces grow)...")
     mon = run_bench("monitors_bench.py", *(("--requests", "10", "--traces", "2000", "--pages", "1000,10000")
                                            if sizes is QUICK else ()))
     figures.append(Figure("ingest with 3 monitors, x without", mon["ingest_ratio"], "x", "<= 1.2x"))
@@ -274,7 +283,7 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     figures.append(Figure(f"monitor and trace pages, worst growth per 10x stored traces ({page})", worst, "x",
                           "<= 1.5x (1M: bench/monitors_bench.py --pages 10000,1000000)"))
     n = sizes["memory_cases"]
-    print(f"memory benchmark (a ~50 MB eval set upload, a {n}-case outputs upload and run)...", flush=True)
+    say(f"memory benchmark (a ~50 MB eval set upload, a {n}-case outputs upload and run)...")
     mem = run_bench("memory_bench.py", "--evalset-cases", str(sizes["memory_evalset_cases"]), "--cases", str(n),
                     scratch=True)
     figures.append(Figure(f"gunicorn worker, {mem['evalset_mb']:.0f} MB eval set upload, peak RSS",
@@ -284,7 +293,7 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     figures.append(Figure(f"qcluster evaluating a {_size(n)}-case run, peak RSS", mem["run_peak_mb"], "MB",
                           "< 400 MB", mem["run_peak_mb"] / mem["cluster_floor_mb"]))
     n = sizes["sweep_traces"]
-    print(f"monitors' pending sweep benchmark ({n} stored traces)...", flush=True)
+    say(f"monitors' pending sweep benchmark ({n} stored traces)...")
     sweep = run_bench("monitor_sweep_bench.py", "--traces", str(n), "--lost", "1000", scratch=True)
     figures.append(Figure(f"pending sweep, idle, {_size(n)} stored traces, a minute of looks",
                           sweep["idle_per_minute_ms"] / 1000, "ms", "< 50 ms a minute",
@@ -292,36 +301,36 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     figures.append(Figure("a lost task's 1k traces scored by the sweep", sweep["sweep_seconds"], "s",
                           "about the task's time", sweep["sweep_ratio"]))
     n = sizes["fairness_cases"]
-    print(f"queue fairness benchmark ({n}-case run behind a 24-batch agent run)...", flush=True)
+    say(f"queue fairness benchmark ({n}-case run behind a 24-batch agent run)...")
     fair = run_bench("fairness_bench.py", "--cases", str(n))
     figures.append(Figure(f"{_size(n)}-case run behind a long run, x its solo time", fair["ratio"], "x", "<= 2x"))
     n = sizes["judge_cases"]  # issue 42: judged criteria against a judge answering in 50 ms
-    print(f"judge benchmark ({n} cases x 3 DeepEval metrics, 50 ms a call, 8 in flight)...", flush=True)
+    say(f"judge benchmark ({n} cases x 3 DeepEval metrics, 50 ms a call, 8 in flight)...")
     judged = run_bench("judge_bench.py", "--cases", str(n))
     figures.append(Figure(f"{_size(n)} cases x 3 judged metrics ({judged['calls']} calls of 50 ms)",
                           judged["seconds"], "s", "<= 1.2x ideal (calls x latency / 8)", judged["ratio"]))
-    print("Inspect AI .eval log read as results (2,000 zstd samples)...", flush=True)
+    say("Inspect AI .eval log read as results (2,000 zstd samples)...")
     log = run_bench("inspect_log_bench.py", "--samples", "2000")
     figures.append(Figure("read a 2k-sample Inspect .eval log", log["seconds"], "s", "<= 3x floor", log["ratio"]))
     n = 10 * sizes["review"]  # issue 34: the sign-in log, 100k events (5k quick)
-    print(f"sign-in log benchmark ({n} events)...", flush=True)
+    say(f"sign-in log benchmark ({n} events)...")
     log = run_bench("signins_bench.py", "--events", str(n), scratch=True)
     figures.append(Figure(f"sign-in log page over {_size(n)} events", log["first_page_ms"] / 1000, "ms",
                           "<= 3x floor", log["ratio"]))
     n = sizes["import"]  # issue 33: a promptfoo config of as many tests as the ADK import's cases
-    print(f"promptfoo benchmark ({n}-test promptfooconfig.yaml, its promptfoo_* criteria)...", flush=True)
+    say(f"promptfoo benchmark ({n}-test promptfooconfig.yaml, its promptfoo_* criteria)...")
     pf = run_bench("promptfoo_bench.py", "--tests", str(n), scratch=True)
     figures.append(Figure(f"import a {_size(n)}-test promptfoo config", pf["import_seconds"], "s", "<= 4x floor",
                           pf["import_ratio"]))
     figures.append(Figure(f"promptfoo_* criteria, {_size(n)} outputs x 4", pf["scoring_seconds"], "s",
                           "<= 3x floor", pf["scoring_ratio"]))
     n = sizes["model_loop_cases"]  # issue 43: the model target's chat loop
-    print(f"model target loop ({n} cases, 3 model calls each, against a zero-latency scripted model)...", flush=True)
+    say(f"model target loop ({n} cases, 3 model calls each, against a zero-latency scripted model)...")
     loop = run_bench("model_loop_bench.py", "--cases", str(n))
     figures.append(Figure("model target loop overhead per model call", loop["overhead_ms_per_call"] / 1000, "ms",
                           "< 2 ms", loop["ratio"]))
     # issue 38: every upload path's memory per MB it reads, on ordinary files and on hostile ones.
-    print("upload memory benchmark (every upload path; the hostile files of tests/data/fuzz/uploads)...", flush=True)
+    say("upload memory benchmark (every upload path; the hostile files of tests/data/fuzz/uploads)...")
     up = run_bench("upload_memory_bench.py", *(("--quick",) if sizes is QUICK else ()))
     figures.append(Figure(f"upload memory, worst path per MB read ({up['worst_slope_of']})", up["worst_slope"], "x",
                           "<= 4x", up["worst_slope"] / max(up["floor_slope"], 1e-9)))
@@ -332,7 +341,7 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
     figures.append(Figure("hostile uploads, largest worker growth", up["worst_hostile_mb"], "MB",
                           "bounded by the expansion limits"))
     if postgres:
-        print("recovery benchmark on PostgreSQL (database drop, killed worker)...", flush=True)
+        say("recovery benchmark on PostgreSQL (database drop, killed worker)...")
         with scratch_database(postgres) as url:
             rec = run_bench("recovery_bench.py", "--lease", str(sizes["recovery_lease"]), database_url=url)
         figures.append(Figure("resume after a database drop, PostgreSQL", rec["drop_seconds"], "s",
@@ -340,8 +349,9 @@ def collect(sizes: dict, postgres: str | None = None) -> list[Figure]:
         figures.append(Figure(f"resume after a killed worker, lease {rec['lease']} s", rec["kill_seconds"], "s",
                               "<= lease + a tick", rec["kill_seconds"] / rec["lease"]))
 
-    print(f"growth benchmark ({', '.join(_size(s) for s in sizes['growth'])} cases)...", flush=True)
+    say(f"growth benchmark ({', '.join(_size(s) for s in sizes['growth'])} cases)...")
     grown = growth.measure(sizes["growth"], sizes["repeat"], echo=False)
+    say("growth benchmark done")
     print(growth.table(grown))
     small, large = sorted(grown)[-2:]
     for stage in growth.STAGES:
