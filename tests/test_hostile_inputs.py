@@ -4,6 +4,7 @@ its size, sent to a real server in its own process whose memory is measured."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -12,10 +13,12 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -216,18 +219,73 @@ def _peak_rss(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-@pytest.mark.slow
-def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_nothing(
-        tmp_path: Path, embedded_data_dir: Any) -> None:
-    inflated = 400 * 1024 * 1024
-    archive = _lying_zip(inflated)
-    assert len(archive) < 2 * 1024 * 1024
-    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
-        assert zf.infolist()[0].file_size == 1000  # the lie zipfile believes
+AUTH = "Basic " + base64.b64encode(b"root:root-pass-123").decode()
+
+
+class Served:
+    """`manage.py up` on an embedded data directory of its own, shared by the tests that measure
+    what an upload costs a web worker: each upload goes to fresh workers (`fresh_workers`)."""
+
+    def __init__(self, proc: subprocess.Popen[str], port: int, output: list[str]) -> None:
+        self.proc, self.port, self.output = proc, port, output
+        web = [c for c in psutil.Process(proc.pid).children(recursive=True) if "gunicorn" in " ".join(c.cmdline())]
+        [self.master] = [p for p in web if p.ppid() not in {w.pid for w in web}]
+        self.workers = self.master.children()
+
+    def fresh_workers(self) -> dict[int, int]:
+        """The web workers replaced by new ones that have served only /healthz (as
+        bench/upload_memory_bench.py measures), their peak memory reset: the baseline of the next
+        upload, whatever an earlier test's upload left in the old ones."""
+        old = {w.pid for w in self.workers}
+        for worker in self.workers:
+            worker.kill()
+        deadline = time.monotonic() + 120
+        while True:
+            assert time.monotonic() < deadline, "gunicorn did not replace its workers:\n" + "".join(self.output)
+            self.workers = [w for w in self.master.children() if w.pid not in old]
+            if self.workers:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=5) as answer:
+                        if answer.status == 200:
+                            break
+                except (urllib.error.URLError, OSError):
+                    pass
+            time.sleep(0.2)
+        for worker in self.workers:
+            Path(f"/proc/{worker.pid}/clear_refs").write_text("5")
+        return {w.pid: _peak_rss(w.pid) for w in self.workers}
+
+    def grown(self, before: dict[int, int]) -> int:
+        return max(_peak_rss(w.pid) - before[w.pid] for w in self.workers)
+
+    def upload(self, filename: str, content_type: str, data: bytes, timeout: float) -> Any:
+        """POST the file to /api/v1/evalsets/ as a multipart upload; the HTTP response (or raises
+        HTTPError for a 4xx). A dropped connection fails with what the server printed."""
+        boundary = uuid.uuid4().hex
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"project\"\r\n\r\ndefault\r\n"
+                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\n"
+                f"Content-Type: {content_type}\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/api/v1/evalsets/", data=body, method="POST",
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}", "Authorization": AUTH})
+        try:
+            return urllib.request.urlopen(request, timeout=timeout)
+        except ConnectionError as exc:  # say what the server said (seen once, on a loaded machine)
+            raise AssertionError(f"the connection failed ({exc!r}); the server said:\n{''.join(self.output)}") from exc
+
+    def evalsets(self) -> list[dict[str, Any]]:
+        listing = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/v1/evalsets/?page_size=100",
+                                         headers={"Authorization": AUTH})
+        with urllib.request.urlopen(listing, timeout=30) as response:
+            return list(json.loads(response.read())["results"])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, embedded_data_dir: Any) -> Iterator[Served]:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY",
                                                             "DJANGO_SETTINGS_MODULE"}}
-    env.update({"EVALSITE_DATA_DIR": str(embedded_data_dir(tmp_path)), "PYTHONUNBUFFERED": "1",
-                "EVALSITE_ADMIN_USERNAME": "root", "EVALSITE_ADMIN_PASSWORD": "root-pass-123"})
+    env.update({"EVALSITE_DATA_DIR": str(embedded_data_dir(tmp_path_factory.mktemp("served"))),
+                "PYTHONUNBUFFERED": "1", "EVALSITE_ADMIN_USERNAME": "root", "EVALSITE_ADMIN_PASSWORD": "root-pass-123"})
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--web-workers", "1"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -240,35 +298,7 @@ def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_no
             assert line or proc.poll() is None, "".join(output)
             output.append(line)
         threading.Thread(target=lambda: output.extend(proc.stdout or []), daemon=True).start()
-        web = [c for c in psutil.Process(proc.pid).children(recursive=True) if "gunicorn" in " ".join(c.cmdline())]
-        workers = [w for w in web if w.ppid() in {p.pid for p in web}] or web
-        before = {w.pid: _peak_rss(w.pid) for w in workers}
-
-        boundary = uuid.uuid4().hex
-        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"project\"\r\n\r\ndefault\r\n"
-                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"liar.zip\"\r\n"
-                "Content-Type: application/zip\r\n\r\n").encode() + archive + f"\r\n--{boundary}--\r\n".encode()
-        import base64
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/api/v1/evalsets/", data=body, method="POST",
-            headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
-                     "Authorization": "Basic " + base64.b64encode(b"root:root-pass-123").decode()})
-        with pytest.raises(urllib.error.HTTPError) as info:
-            try:
-                urllib.request.urlopen(request, timeout=120)
-            except ConnectionError as exc:  # say what the server said (seen once, on a loaded machine)
-                raise AssertionError(f"the connection failed ({exc!r}); the server said:\n{''.join(output)}") from exc
-        answer = json.loads(info.value.read())
-        assert info.value.code == 400, answer
-        assert answer["code"] == "invalid_zip"
-        assert answer["problems"][0]["file"] == "liar.zip/big.evalset.json"
-
-        grown = max(_peak_rss(w.pid) - before[w.pid] for w in workers)
-        assert grown < 64 * 1024 * 1024, f"the worker's peak memory grew {grown / 2**20:.0f} MB"
-        listing = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/evalsets/", headers={
-            "Authorization": "Basic " + base64.b64encode(b"root:root-pass-123").decode()})
-        with urllib.request.urlopen(listing, timeout=30) as response:
-            assert json.loads(response.read())["count"] == 0
+        yield Served(proc, port, output)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -276,6 +306,26 @@ def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_no
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.mark.slow
+def test_a_zip_that_lies_about_its_size_is_400_with_bounded_memory_and_writes_nothing(served: Served) -> None:
+    inflated = 400 * 1024 * 1024
+    archive = _lying_zip(inflated)
+    assert len(archive) < 2 * 1024 * 1024
+    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+        assert zf.infolist()[0].file_size == 1000  # the lie zipfile believes
+    kept = served.evalsets()
+    before = served.fresh_workers()
+    with pytest.raises(urllib.error.HTTPError) as info:
+        served.upload("liar.zip", "application/zip", archive, timeout=120)
+    answer = json.loads(info.value.read())
+    assert info.value.code == 400, answer
+    assert answer["code"] == "invalid_zip"
+    assert answer["problems"][0]["file"] == "liar.zip/big.evalset.json"
+    grown = served.grown(before)
+    assert grown < 64 * 1024 * 1024, f"the worker's peak memory grew {grown / 2**20:.0f} MB"
+    assert served.evalsets() == kept
 
 
 def _wide_csv(rows: int, columns: int = 1000) -> bytes:
@@ -287,59 +337,20 @@ def _wide_csv(rows: int, columns: int = 1000) -> bytes:
 
 
 @pytest.mark.slow
-def test_a_wide_csv_is_read_a_row_at_a_time_with_bounded_memory(tmp_path: Path, embedded_data_dir: Any) -> None:
+def test_a_wide_csv_is_read_a_row_at_a_time_with_bounded_memory(served: Served) -> None:
     data = _wide_csv(5_000)
     assert len(data) > 10_000_000
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY",
-                                                            "DJANGO_SETTINGS_MODULE"}}
-    env.update({"EVALSITE_DATA_DIR": str(embedded_data_dir(tmp_path)), "PYTHONUNBUFFERED": "1",
-                "EVALSITE_ADMIN_USERNAME": "root", "EVALSITE_ADMIN_PASSWORD": "root-pass-123"})
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--web-workers", "1"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    output: list[str] = []
-    try:
-        assert proc.stdout is not None
-        while not any("Press Ctrl+C" in line for line in output):
-            line = proc.stdout.readline()
-            assert line or proc.poll() is None, "".join(output)
-            output.append(line)
-        threading.Thread(target=lambda: output.extend(proc.stdout or []), daemon=True).start()
-        web = [c for c in psutil.Process(proc.pid).children(recursive=True) if "gunicorn" in " ".join(c.cmdline())]
-        workers = [w for w in web if w.ppid() in {p.pid for p in web}] or web
-        before = {w.pid: _peak_rss(w.pid) for w in workers}
-
-        import base64
-        auth = "Basic " + base64.b64encode(b"root:root-pass-123").decode()
-        boundary = uuid.uuid4().hex
-        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"project\"\r\n\r\ndefault\r\n"
-                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"wide.csv\"\r\n"
-                "Content-Type: text/csv\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/evalsets/", data=body, method="POST",
-                                         headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
-                                                  "Authorization": auth})
-        try:
-            with urllib.request.urlopen(request, timeout=600) as response:
-                created = json.loads(response.read())
-                assert response.status == 201, created
-        except ConnectionError as exc:
-            raise AssertionError(f"the connection failed ({exc!r}); the server said:\n{''.join(output)}") from exc
-        grown = max(_peak_rss(w.pid) - before[w.pid] for w in workers)
-        print(f"wide CSV ({len(data) / 2**20:.1f} MB, 5,000 x 1,000): the worker's peak grew {grown / 2**20:.0f} MB")
-        # The upload itself (10 MB, its text, the request body) is in it; the rows are not.
-        assert grown < 160 * 1024 * 1024, f"the worker's peak memory grew {grown / 2**20:.0f} MB"
-        listing = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/evalsets/", headers={"Authorization": auth})
-        with urllib.request.urlopen(listing, timeout=30) as response:
-            [evalset] = json.loads(response.read())["results"]
-        assert evalset["latest_version"]["case_count"] == 5_000, evalset
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    kept = {e["id"] for e in served.evalsets()}
+    before = served.fresh_workers()
+    with served.upload("wide.csv", "text/csv", data, timeout=600) as response:
+        created = json.loads(response.read())
+        assert response.status == 201, created
+    grown = served.grown(before)
+    print(f"wide CSV ({len(data) / 2**20:.1f} MB, 5,000 x 1,000): the worker's peak grew {grown / 2**20:.0f} MB")
+    # The upload itself (10 MB, its text, the request body) is in it; the rows are not.
+    assert grown < 160 * 1024 * 1024, f"the worker's peak memory grew {grown / 2**20:.0f} MB"
+    [evalset] = [e for e in served.evalsets() if e["id"] not in kept]
+    assert evalset["latest_version"]["case_count"] == 5_000, evalset
 
 
 # --- The CLI (`manage.py eval`, local mode) ---------------------------------------------------
