@@ -183,12 +183,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip_team_tests(items)
     mark_database_free(items)
     mark_database_agnostic(items)
+    heavy_modules_first(items)
     if Path(CHROMIUM).exists() or os.environ.get("EVALSITE_REQUIRE_BROWSER"):
         return
     skip = pytest.mark.skip(reason=f"{CHROMIUM} is not installed (apt-get install -y chromium)")
     for item in items:
         if "browser" in item.keywords:
             item.add_marker(skip)
+
+
+def heavy_modules_first(items: list[pytest.Item]) -> None:
+    """Start the long tests first. pytest-xdist hands tests out in collection order, and in
+    alphabetical order `test_schemathesis`, `test_up` and `test_recipe_otel` (30-47 s each)
+    came last and ran alone for the suite's last three minutes. A module is heavy when one of
+    its tests starts processes, drives Chromium or commits to the database.
+
+    pytest-django's order is kept where it matters: on each worker every test that rolls back
+    (`db`) still runs before every test that commits (`transactional_db`, `live_server`), whose
+    flush empties the tables, rows the migrations made included. So the order is: heavy tests
+    that use no database (subprocess servers on databases of their own), then the rolled-back
+    tests, then the committing ones, then the light tests that use no database; heavy modules
+    first within each, each module's tests in their order."""
+    def heavy(item: pytest.Item) -> bool:
+        return "slow" in item.keywords or "browser" in item.keywords or _django_group(item) == 1
+
+    first = {item.nodeid.split("::")[0] for item in items if heavy(item)}
+
+    def key(item: pytest.Item) -> tuple[int, bool]:
+        group, light = _django_group(item), item.nodeid.split("::")[0] not in first
+        if group == 2:
+            return (3 if light else -1, False)
+        return (group, light)
+
+    items.sort(key=key)
+
+
+def _django_group(item: pytest.Item) -> int:
+    """pytest-django's order of a test: 0 rolls back, 1 commits (and flushes), 2 uses no database."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    marker = item.get_closest_marker("django_db")
+    if marker and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences")):
+        return 1
+    if {"transactional_db", "live_server", "django_db_reset_sequences"} & fixtures:
+        return 1
+    return 0 if marker or "db" in fixtures else 2
 
 
 DATABASE_FIXTURES = frozenset({"db", "transactional_db", "live_server", "django_db_reset_sequences",
