@@ -1,7 +1,7 @@
 """Every benchmark, one table: so a change that slows evalsite down shows.
 
     python bench/all.py                  # full sizes (10k import and engine; growth 1k/10k/100k)
-    python bench/all.py --quick          # small sizes, 3 to 5 minutes on 2 cores (CI runs this)
+    python bench/all.py --quick          # small sizes, about 7 minutes on 2 cores (CI runs this)
     python bench/all.py --update-docs    # full sizes, then write the figures into docs/benchmarks.md
     python bench/all.py --postgres postgres://postgres@127.0.0.1:5432/postgres   # + the engine on PostgreSQL
     python bench/all.py --lighthouse     # + Lighthouse on the demo's pages (npm ci in bench/lighthouse first)
@@ -418,7 +418,7 @@ def update_docs(figures: list[Figure]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes, 3 to 5 minutes on 2 cores")
+    parser.add_argument("--quick", action="store_true", help="small sizes, about 7 minutes on 2 cores")
     parser.add_argument("--update-docs", action="store_true",
                         help="write the figures into docs/benchmarks.md (full run)")
     parser.add_argument("--postgres", metavar="URL", help="also run the engine on PostgreSQL, in a scratch database "
