@@ -33,11 +33,23 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def _dump(env: dict[str, str], *args: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", "tests.schema_dump", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def _dumps(*runs: tuple[dict[str, str], list[str]]) -> list[dict[str, Any]]:
+    """Runs tests/schema_dump.py once per (environment, arguments), side by side: each builds
+    a database of its own, so neither waits for the other."""
+    started = [subprocess.Popen([sys.executable, "-m", "tests.schema_dump", *args], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for env, args in runs]
+    dumps = []
+    try:
+        for process in started:
+            out, err = process.communicate(timeout=300)
+            assert process.returncode == 0, err[-3000:]
+            dumps.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    return dumps
 
 
 def test_the_old_chain_is_the_25_migrations_the_squash_replaces() -> None:
@@ -94,8 +106,7 @@ def test_the_squashed_schema_is_the_old_chains_and_an_old_database_upgrades_keep
         tmp_path: Path) -> None:
     old_env, new_env, drop = _scratch_databases(tmp_path)
     try:
-        old = _dump(old_env, "--old")
-        new = _dump(new_env)
+        old, new = _dumps((old_env, ["--old"]), (new_env, []))
     finally:
         drop()
     # the same tables, columns, constraints and index definitions, whichever way they were built

@@ -5,19 +5,21 @@ changed one is kept and the others' comments move to it."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from tests.migration_helpers import old_chain_executor, walking_the_old_chain
+from tests.migration_helpers import old_chain_executor, on_a_scratch_database
 
 BEFORE = [("evaluations", "0007_criteria_order")]
 AFTER = [("evaluations", "0009_triage_unique_per_branch")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_existing_triage_rows_are_merged_per_branch() -> None:
-    with walking_the_old_chain(connection) as executor:
+def test_existing_triage_rows_are_merged_per_branch(tmp_path: Path) -> None:
+    with on_a_scratch_database(connection, tmp_path):
+        executor = old_chain_executor(connection)
         executor.migrate(BEFORE)
         apps = executor.loader.project_state(BEFORE).apps
         Project = apps.get_model("evaluations", "Project")
