@@ -180,7 +180,7 @@ def test_the_readme_is_a_front_door_with_the_two_commands_ci_runs() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) < 300
     assert "```bash\npip install -r requirements.txt && python manage.py up\n```" in readme
-    command = "pip install -r requirements-dev.txt && python -m pytest -q -n 2"
+    command = "pip install -r requirements-dev.txt && python -m pytest -q -n 4"
     assert f"```bash\n{command}\n```" in readme
     assert f"TEST_COMMAND='{command}'" in (REPO / ".ci" / "run").read_text()
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme):  # every link names a file of the repository
