@@ -333,7 +333,10 @@ def shared_world(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict
         # the fast hasher for the five users (as conftest sets it for the whole test process)
         with django_db_blocker.unblock(), override_settings(
                 PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"], **sso_settings()):
-            shared = make_world()
+            acme = Project.objects.create(slug="acme", name="Acme")
+            alice = make_user("alice", acme, Membership.Role.MEMBER)
+            bob = make_user("bob", Project.objects.create(slug="globex", name="Globex"), Membership.Role.MEMBER)
+            shared = make_world(acme, alice, bob)
         yield shared
 
 
@@ -343,12 +346,21 @@ def world(shared_world: dict[str, Any], db: None) -> dict[str, Any]:
     return per_test(shared_world)
 
 
-def make_world() -> dict[str, Any]:
+@pytest.fixture
+def fresh_world(fast_hashing: None, acme: Project, alice: Any, bob: Any) -> dict[str, Any]:
+    """The world made for one test, on conftest's acme, alice and bob: for a transactional
+    test (tests/test_sso.py), which cannot run inside the module's transaction."""
+    return make_world(acme, alice, bob)
+
+
+@pytest.fixture
+def fast_hashing(settings: Any) -> None:
+    # The world creates five users; the default hasher would spend seconds on them.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def make_world(acme: Project, alice: Any, bob: Any) -> dict[str, Any]:
     """acme's objects (a baseline run and a candidate run), and one user per role."""
-    acme = Project.objects.create(slug="acme", name="Acme")
-    alice = make_user("alice", acme, Membership.Role.MEMBER)
-    globex = Project.objects.create(slug="globex", name="Globex")
-    bob = make_user("bob", globex, Membership.Role.MEMBER)
     version = import_demo(acme)
     base = finished_run(acme, version)
     run = finished_run(acme, version)
