@@ -19,7 +19,7 @@ from django.test import Client
 
 from evaluations.models import AuditEvent, Membership, Project
 from tests.oidc_helpers import CLIENT_ID, Provider, http, provider, sign_in, start, to_callback
-from tests.test_access_matrix import ADMIN, PUBLIC, READ, ROUTES, WRITE, call, fast_hashing, world  # noqa: F401
+from tests.test_access_matrix import ADMIN, PUBLIC, READ, ROUTES, WRITE, call, fast_hashing, fresh_world  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -185,13 +185,14 @@ def _client_of(session: Any) -> Client:
 
 
 def test_the_access_matrix_is_the_same_for_sso_users(sso: Provider, live_server: Any,
-                                                     world: dict[str, Any]) -> None:  # noqa: F811
+                                                     fresh_world: dict[str, Any]) -> None:  # noqa: F811
     """An SSO viewer of acme answers as carol (a local viewer) does on every page and API
     route of the matrix; an SSO member of globex only, as bob does (404 for acme's objects)."""
     sso.set_person("sam", groups=["acme-evals"])
     sam_session = http()
     sign_in(sam_session, live_server.url, "sam", "sam-idp-pass")
     sam, carol = _client_of(sam_session), Client()
+    world = fresh_world
     carol.force_login(world["carol"])
     for route in ROUTES:
         if route.kind in {READ, WRITE, ADMIN} and route.name not in {"project_switch", "demo_agent"}:
