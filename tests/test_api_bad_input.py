@@ -181,3 +181,41 @@ def test_bad_query_parameters_are_400_never_500(world: dict[str, Any]) -> None:
     # Paging values out of range fall back rather than fail (DRF's limit/offset).
     assert client.get("/api/v1/runs/?limit=abc&offset=-5").status_code == 200
     assert client.get(f"/api/v1/runs/?offset={HUGE}").json()["results"] == []
+
+
+@pytest.mark.django_db
+def test_numbers_beyond_any_column_are_400_never_500(world: dict[str, Any]) -> None:
+    """Found by schemathesis: `GET /api/v1/experiments/?evalset=18446744073709551615` answered 500
+    (SQLite cannot bind it). Every id, page and count a request can carry is bounded where it is
+    read; nothing is written."""
+    from tests.monitor_helpers import spec
+
+    client, admin = world["alice"], world["admin"]
+    runs = f"{world['base'].pk},{world['run'].pk}"
+    for big in (HUGE, 2**64 - 1, 2**63):
+        for url in [f"/api/v1/experiments/?evalset={big}", f"/api/v1/compare/runs/?runs={runs}&page={big}"]:
+            assert_error(client.get(url), 400, "invalid")
+    from evaluations.models import Trace
+
+    trace = Trace.objects.create(project=world["run"].project, trace_id="ab" * 16, received=True, name="agent",
+                                 span_count=0)
+    before = _counts()
+    writes: list[tuple[Client, str, dict[str, Any], str]] = [
+        (client, "/api/v1/experiments/", {"evalset": 2**64 - 1, "name": "x", "variants": []}, "evalset"),
+        (client, "/api/v1/monitors/", spec(idle_seconds=2**64 - 1), "idle_seconds"),
+        (admin, "/api/v1/projects/acme/notify/rules/", {"name": "r", "kind": "run_finished", "window_minutes": 2**64},
+         "window_minutes"),
+        (admin, "/api/v1/projects/acme/notify/rules/", {"name": "r", "kind": "run_finished", "min_count": 2**64},
+         "min_count"),
+        (admin, "/api/v1/projects/acme/notify/rules/", {"name": "r", "kind": "run_finished", "cooldown_minutes": 2**64},
+         "cooldown_minutes"),
+        (admin, "/api/v1/projects/acme/notify/rules/", {"name": "r", "kind": "run_finished", "evalset": 2**64},
+         "evalset"),
+        (admin, "/api/v1/projects/acme/notify/rules/", {"name": "r", "kind": "run_finished", "monitor_id": 2**64},
+         "monitor_id"),
+        (client, f"/api/v1/traces/{trace.pk}/promote/", {"evalset": 2**64, "base_version": 2**64}, "evalset"),
+    ]
+    for who, url, payload, field in writes:
+        body = assert_error(_json(who, "post", url, payload), 400)
+        assert field in json.dumps(body), (url, body)
+    assert _counts() == before

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_responses, problem
 from evaluations.api.serializers import EvalSetVersionSerializer
+from evaluations.api.serializers.fields import id_field
 from evaluations.audit import audit_record
 from evaluations.evalsets.curation import CurationError, EditOutcome, evalset_edit, parse_edit
 from evaluations.models import AuditEvent, EvalCase, EvalSet, EvalSetVersion, Project, Run, Trace
@@ -216,12 +217,12 @@ class RunPromote(APIView):
 
 
 class TracePromoteSerializer(serializers.Serializer):
-    evalset = serializers.IntegerField(min_value=1, help_text="the eval set to add the case to")
+    evalset = id_field(help_text="the eval set to add the case to")
     eval_id = serializers.CharField(
         required=False, max_length=255, help_text="the new case's id (default: trace-<first 12 hex of the trace id>)"
     )
-    base_version = serializers.IntegerField(
-        required=False, min_value=1, help_text="the version the addition builds on (default: the latest; else 409)"
+    base_version = id_field(
+        required=False, help_text="the version the addition builds on (default: the latest; else 409)"
     )
     note = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 

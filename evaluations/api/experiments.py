@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from evaluations.api.common import query, require_writer, visible_projects
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_responses, problem
+from evaluations.api.serializers.fields import id_field
 from evaluations.audit import record_experiment
 from evaluations.interop.adk.evalset import eval_config_from_doc
 from evaluations.models import EvalSet, EvaluationConfig, Experiment
@@ -31,12 +32,12 @@ from evaluations.schemas.model_target import MAX_VARIANTS, MIN_VARIANTS, Experim
 
 class ExperimentQuery(serializers.Serializer):
     project = serializers.SlugField(required=False)
-    evalset = serializers.IntegerField(required=False, min_value=1)
+    evalset = id_field(required=False)
 
 
 class ExperimentCreateSerializer(serializers.Serializer):
-    evalset = serializers.IntegerField(min_value=1)
-    version = serializers.IntegerField(required=False, min_value=1, help_text="default: the latest")
+    evalset = id_field()
+    version = id_field(required=False, help_text="default: the latest")
     name = serializers.CharField(required=False, default="", allow_blank=True, max_length=200)
     base = serializers.DictField(help_text="the model target every variant shares (base_url, model, api_key_env, "
                                            "prompt, tools, max_steps, ...: see docs/runs.md)")
@@ -44,7 +45,7 @@ class ExperimentCreateSerializer(serializers.Serializer):
                                      help_text="each {label, model, prompt: {prompt_id, version} or {system, user}, "
                                                "parameters: {temperature, top_p, max_tokens, ...}}")
     config = serializers.DictField(required=False, help_text="AgentFlow EvalConfig (default: the eval set's own)")
-    preset = serializers.IntegerField(required=False, min_value=1, help_text="a saved evaluation config's id")
+    preset = id_field(required=False, help_text="a saved evaluation config's id")
     iterations = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
     eval_ids = serializers.ListField(child=serializers.CharField(max_length=255), required=False, default=list)
     branch = serializers.CharField(required=False, default="", allow_blank=True, max_length=255)

@@ -28,6 +28,7 @@ from evaluations.api.common import (
     visible_projects,
 )
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS
+from evaluations.api.serializers.fields import count_field
 from evaluations.models import Monitor, MonitorResult, Retention, RetentionSweep, TraceThread
 from evaluations.monitors import stats
 from evaluations.monitors.pending import pending_waiting
@@ -57,7 +58,7 @@ class MonitorWriteSerializer(serializers.Serializer):
     level = serializers.ChoiceField(choices=["trace", "thread"], required=False)
     enabled = serializers.BooleanField(required=False)
     sample_rate = serializers.FloatField(required=False, min_value=0, max_value=1)
-    idle_seconds = serializers.IntegerField(required=False, min_value=1)
+    idle_seconds = count_field(required=False, min_value=1)
     filters = serializers.DictField(required=False)
     criteria = serializers.DictField(help_text="name -> {evaluator, threshold, options}; reference-free evaluators")
 

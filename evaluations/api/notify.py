@@ -19,6 +19,7 @@ from rest_framework.response import Response
 
 from evaluations.api.common import require_admin, responses, visible_projects
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, error_responses
+from evaluations.api.serializers.fields import count_field, id_field
 from evaluations.models import Notification, NotifyAttempt, NotifyChannel, NotifyRule, Project
 from evaluations.notify import delivery, redact, services
 
@@ -78,16 +79,16 @@ class RuleWriteSerializer(serializers.Serializer[Any]):
     channels = serializers.ListField(child=serializers.IntegerField(), required=False)
     condition = serializers.ChoiceField(choices=NotifyRule.RunCondition.choices, required=False)
     pass_rate_below = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
-    evalset = serializers.IntegerField(required=False, allow_null=True)
+    evalset = id_field(required=False, allow_null=True)
     branch = serializers.CharField(required=False, allow_blank=True, max_length=255)
     model = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    monitor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    monitor_id = id_field(required=False, allow_null=True)
     criterion = serializers.CharField(required=False, allow_blank=True, max_length=100)
     threshold = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
-    window_minutes = serializers.IntegerField(required=False, min_value=1)
-    min_count = serializers.IntegerField(required=False, min_value=0)
+    window_minutes = count_field(required=False, min_value=1)
+    min_count = count_field(required=False)
     period = serializers.ChoiceField(choices=NotifyRule.Period.choices, required=False)
-    cooldown_minutes = serializers.IntegerField(required=False, min_value=0)
+    cooldown_minutes = count_field(required=False)
 
 
 class AttemptSerializer(serializers.ModelSerializer[NotifyAttempt]):

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 
 from evaluations.api.common import query
 from evaluations.api.errors import ApiError, ErrorSerializer, error_responses, problem
+from evaluations.api.serializers.fields import count_field
 from evaluations.models import EvalSet, Run
 from evaluations.review import leaderboard as leaderboards
 from evaluations.review import nway
@@ -44,7 +45,7 @@ class NwayQuerySerializer(serializers.Serializer):
                                                 "significant best run, else the one the runs differ most on)")
     sort = serializers.ChoiceField(choices=list(nway.SORTS), default="disagreement",
                                    help_text="matrix order: the cases the runs split on most first, or eval set order")
-    page = serializers.IntegerField(required=False, default=1, min_value=1, help_text="matrix page (50 cases)")
+    page = count_field(required=False, default=1, min_value=1, help_text="matrix page (50 cases)")
 
 
 class NwayRunSerializer(serializers.Serializer):

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from evaluations.api.common import project_named, query, require_writer, visible_projects
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_responses, problem
+from evaluations.api.serializers.fields import id_field
 from evaluations.audit import audit_record
 from evaluations.models import AuditEvent, Prompt
 from evaluations.prompts import selectors
@@ -45,8 +46,8 @@ class PromptVersionSerializer(serializers.Serializer):
     system = serializers.CharField(required=False, default="", allow_blank=True, trim_whitespace=False)
     user = serializers.CharField(trim_whitespace=False)
     note = serializers.CharField(required=False, default="", allow_blank=True, max_length=500)
-    based_on = serializers.IntegerField(required=False, min_value=1,
-                                        help_text="the version the edit began from: a 409 when it is no longer the "
+    based_on = id_field(required=False,
+                        help_text="the version the edit began from: a 409 when it is no longer the "
                                                   "latest")
 
 

@@ -332,7 +332,7 @@ class ResultsImportSerializer(serializers.Serializer):
     file = serializers.FileField(allow_empty_file=True, help_text="ADK .evalset_result.json, DeepEval test run, "
                                  "AgentFlow EvalReport or UiPath `uipath eval --output-file` JSON")
     project = serializers.SlugField(required=False, help_text="project slug; default: your only project")
-    evalset = serializers.IntegerField(required=False, min_value=1, help_text=(
+    evalset = id_field(required=False, help_text=(
         "the eval set (its number in evalsite) the results are of; default: created from the file when it "
         "carries the cases, else the project's eval set the file names"))
     rescore = serializers.BooleanField(required=False, default=False,
