@@ -601,7 +601,7 @@ class Client:
         """An eval set by its id, or by the `eval_set_id` inside its file (in `project`)."""
         if isinstance(ref, EvalSet):
             return ref
-        if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        if isinstance(ref, int) or (isinstance(ref, str) and ref.isascii() and ref.isdigit() and len(ref) <= 18):
             return self._evalset(self.request("GET", f"evalsets/{int(ref)}/"))
         matches = [e for e in self._paged("evalsets/", {"project": project}) if e["eval_set_id"] == ref]
         if not matches:
@@ -1038,7 +1038,8 @@ def check_eval_options(options: dict[str, Any]) -> None:
     if options["regressions_only"] and not options["fail_on_regression"]:
         raise UsageError("--regressions-only goes with --fail-on-regression")
     baseline = options["baseline"]
-    if baseline is not None and baseline not in ("pinned", "default") and not baseline.isdigit():
+    if baseline is not None and baseline not in ("pinned", "default") and not (
+            baseline.isascii() and baseline.isdigit() and len(baseline) <= 18):
         raise UsageError(f"--baseline {baseline!r}: give a run id, `pinned` or `default`")
     if options["fail_on_regression"] and baseline is None:
         options["baseline"] = "pinned"

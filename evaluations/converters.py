@@ -17,3 +17,22 @@ class IdConverter:
 
 
 MAX_ID = 10**18 - 1
+
+
+def whole_number(text: object, *, minimum: int = 0, maximum: int = MAX_ID) -> int | None:
+    """`text` read as a whole number written in ASCII digits, from `minimum` to `maximum`;
+    None for anything else. `str.isdigit()` is not enough: it is true of "³" and "①", which
+    int() refuses, and of a 5,000-digit string, which int() refuses or a column overflows."""
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    if not text or len(text) > len(str(maximum)) or not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if minimum <= number <= maximum else None
+
+
+def parse_id(text: object) -> int | None:
+    """A database id from a query string, a form or a file: a positive whole number that fits
+    any id column, else None."""
+    return whole_number(text, minimum=1)

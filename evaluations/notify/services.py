@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evaluations.audit import audit_record
+from evaluations.converters import parse_id
 from evaluations.models import AuditEvent, EvalSet, Membership, Monitor, NotifyChannel, NotifyRule, Project
 from evaluations.runs.targets import egress
 
@@ -147,7 +148,7 @@ def rule_check(project: Project, values: dict[str, Any], rule: NotifyRule | None
         if evalset in (None, ""):
             out["evalset"] = None
         else:
-            found = EvalSet.objects.filter(project=project, pk=int(evalset) if str(evalset).isdigit() else 0).first()
+            found = EvalSet.objects.filter(project=project, pk=parse_id(str(evalset)) or 0).first()
             if found is None:
                 raise _fail("evalset", f"no eval set {evalset!r} in {project.name}")
             out["evalset"] = found

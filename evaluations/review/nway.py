@@ -38,6 +38,7 @@ from django.db.models import Case, Count, F, IntegerField, Min, Q, QuerySet, Val
 from django.db.models.fields.json import KT
 from django.db.models.functions import Least
 
+from evaluations.converters import whole_number
 from evaluations.models import CaseResult, Comparison, Run, Score, ToolUsage
 from evaluations.review import comparison
 from evaluations.review import verdict as verdicts
@@ -137,10 +138,11 @@ def parse_run_ids(raw: str | None) -> list[int]:
         part = part.strip()
         if not part:
             continue
-        if not part.isdigit() or not 0 < int(part) < 2**31:
+        number = whole_number(part, minimum=1, maximum=2**31 - 1)
+        if number is None:
             raise NwayError(f"runs: {part!r} is not a run id")
-        if int(part) not in ids:
-            ids.append(int(part))
+        if number not in ids:
+            ids.append(number)
     if not MIN_RUNS <= len(ids) <= MAX_RUNS:
         raise NwayError(f"runs: give {MIN_RUNS} to {MAX_RUNS} run ids separated by commas (got {len(ids)})")
     return ids

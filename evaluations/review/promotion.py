@@ -15,6 +15,7 @@ from openinference.semconv.trace import MessageAttributes, SpanAttributes
 from pydantic import ValidationError
 
 from evaluations import safejson
+from evaluations.converters import whole_number
 from evaluations.evalsets.curation import CASE_FIELDS, case_native
 from evaluations.evaluators.base import aligned_turns, text_of
 from evaluations.interop.otel.spans import LLM, SpanNode, derive, final_text, span_forest, turn_spans
@@ -154,8 +155,10 @@ def _flattened_user_message(attrs: dict[str, Any]) -> str | None:
     for key, value in attrs.items():
         if key.startswith(prefix):
             index, dot, field = key[len(prefix):].partition(".")
-            if index.isdigit() and dot and field in (MessageAttributes.MESSAGE_ROLE, MessageAttributes.MESSAGE_CONTENT):
-                found.setdefault(int(index), {})[field.rpartition(".")[2]] = value
+            number = whole_number(index, maximum=1_000_000)
+            if number is not None and dot and field in (MessageAttributes.MESSAGE_ROLE,
+                                                         MessageAttributes.MESSAGE_CONTENT):
+                found.setdefault(number, {})[field.rpartition(".")[2]] = value
     for number in sorted(found, reverse=True):
         if found[number].get("role") == "user" and isinstance(found[number].get("content"), str):
             return str(found[number]["content"])

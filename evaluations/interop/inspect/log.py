@@ -34,6 +34,7 @@ import ijson
 import zstandard
 
 from evaluations import safejson
+from evaluations.converters import whole_number
 from evaluations.interop.base import EvalSetImportError, Problem, SourceFile, format_path
 from evaluations.interop.limits import current_expansion
 
@@ -259,9 +260,10 @@ def _count_members(file: SourceFile, infos: dict[str, zipfile.ZipInfo], header: 
 def _member_order(name: str, order: dict[str, int]) -> tuple[int, int, str]:
     stem = name[len("samples/"):-len(".json")]
     sample, sep, epoch = stem.rpartition("_epoch_")
-    if not sep or not epoch.isdigit():
+    number = whole_number(epoch, maximum=(1 << 30) - 1) if sep else None
+    if number is None:
         return (1 << 30, 0, name)
-    return (int(epoch), order.get(sample, 1 << 29), name)
+    return (number, order.get(sample, 1 << 29), name)
 
 
 def member_bytes(data: bytes, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytes:

@@ -54,6 +54,7 @@ from openinference.semconv.trace import OpenInferenceSpanKindValues, SpanAttribu
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluations import safejson
+from evaluations.converters import whole_number
 from evaluations.schemas.evalset import StepType, TrajectoryStep
 from evaluations.schemas.outputs import AgentOutput, OutputToolCall, TurnOutput, Usage
 
@@ -287,8 +288,8 @@ def _nanos(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
+    if isinstance(value, str):
+        return whole_number(value, maximum=2**64 - 1)  # OTLP/JSON writes a fixed64 as a string
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return None
@@ -470,8 +471,8 @@ def _int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
+    if isinstance(value, str):
+        return whole_number(value, maximum=2**63 - 1)
     return None
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluations.audit import audit_record
+from evaluations.converters import parse_id
 from evaluations.evalsets.curation import CurationError, EditOutcome, evalset_edit, parse_edit
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG
 from evaluations.models import AuditEvent, EvalCase, EvalSet, EvalSetVersion, Run, Trace
@@ -72,7 +73,8 @@ class Command(BaseCommand):
     def _evalset(self, name: str, *, project: str | None = None, project_id: int | None = None) -> EvalSet:
         qs = EvalSet.objects.all()
         qs = qs.filter(project_id=project_id) if project_id is not None else qs.filter(project__slug=project)
-        found = qs.filter(eval_set_id=name).first() or (qs.filter(pk=int(name)).first() if name.isdigit() else None)
+        pk = parse_id(name)
+        found = qs.filter(eval_set_id=name).first() or (qs.filter(pk=pk).first() if pk is not None else None)
         if found is None:
             raise CommandError(f"no eval set {name!r} in that project")
         return found

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from evaluations.converters import parse_id
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG
 from evaluations.interop import EvalSetImportError, SourceFile, check_size
 from evaluations.models import EvalSet, Project
@@ -42,8 +43,9 @@ class Command(BaseCommand):
         if options["evalset"]:
             wanted = options["evalset"]
             matches = EvalSet.objects.filter(project=project, eval_set_id=wanted)
-            if not matches.exists() and wanted.isdigit():
-                matches = EvalSet.objects.filter(project=project, pk=int(wanted))
+            wanted_pk = parse_id(wanted)
+            if not matches.exists() and wanted_pk is not None:
+                matches = EvalSet.objects.filter(project=project, pk=wanted_pk)
             evalset = matches.first()
             if evalset is None:
                 self.stderr.write(f"error: no eval set {wanted!r} in project {project.slug!r}")

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from evaluations.converters import parse_id
 from evaluations.evalsets.services import DEFAULT_PROJECT_SLUG
 from evaluations.ingest.runs import traces_run_create
 from evaluations.models import EvalSet, Project
@@ -52,8 +53,9 @@ class Command(BaseCommand):
             sys.exit(1)
         wanted = options["evalset"]
         evalset = EvalSet.objects.filter(project=project, eval_set_id=wanted).first()
-        if evalset is None and wanted.isdigit():
-            evalset = EvalSet.objects.filter(project=project, pk=int(wanted)).first()
+        wanted_pk = parse_id(wanted)
+        if evalset is None and wanted_pk is not None:
+            evalset = EvalSet.objects.filter(project=project, pk=wanted_pk).first()
         if evalset is None:
             self.stderr.write(f"error: no eval set {wanted!r} in project {project.slug!r}")
             sys.exit(1)

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.audit import audit_record
+from evaluations.converters import whole_number
 from evaluations.evalsets import exports, selectors
 from evaluations.evalsets.case_form import CaseFields, TurnFields, case_from_post, fields_from_case, friendly_path
 from evaluations.evalsets.curation import (
@@ -92,7 +93,7 @@ def evalset_versions(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _number(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() and len(value) < 10 else None
+    return whole_number(value, maximum=999_999_999)
 
 
 @login_required

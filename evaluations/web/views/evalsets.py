@@ -21,6 +21,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.audit import object_history, record_rename, record_uploads
+from evaluations.converters import parse_id
 from evaluations.evalsets import exports, selectors
 from evaluations.evalsets.forms import UploadForm
 from evaluations.evalsets.services import RenameError, evalset_import, evalset_rename
@@ -60,10 +61,9 @@ def evalset_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def project_switch(request: HttpRequest) -> HttpResponse:
-    try:
-        pk = int(request.POST.get("project", ""))
-    except ValueError:
-        raise Http404("no such project") from None
+    pk = parse_id(request.POST.get("project", ""))
+    if pk is None:
+        raise Http404("no such project")
     project = get_object_or_404(Project.objects.visible_to(request.user), pk=pk)
     request.session[SESSION_PROJECT_KEY] = project.pk
     # Whatever page the switch came from belonged to the old project: start at its list.

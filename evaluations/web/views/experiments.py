@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from pydantic import ValidationError
 
 from evaluations.audit import record_experiment
+from evaluations.converters import parse_id, whole_number
 from evaluations.models import EvalSet, Experiment, Project
 from evaluations.prompts.selectors import version_choices
 from evaluations.runs import experiments
@@ -81,8 +82,9 @@ def _spec(fields: dict[str, Any], problems: list[str]) -> dict[str, Any]:
                                    "parameters": {}}
         if row["prompt"]:
             prompt_id, _, number = row["prompt"].partition(":")
-            if prompt_id.isdigit() and number.isdigit():
-                variant["prompt"] = {"prompt_id": int(prompt_id), "version": int(number)}
+            prompt_pk, version = parse_id(prompt_id), whole_number(number, minimum=1, maximum=2**31 - 1)
+            if prompt_pk is not None and version is not None:
+                variant["prompt"] = {"prompt_id": prompt_pk, "version": version}
         if row["temperature"].strip():
             variant["parameters"]["temperature"] = _number(row["temperature"].strip(), float,
                                                            f"variant {i + 1} temperature", problems)

@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from pydantic import ValidationError
 
+from evaluations.converters import whole_number
 from evaluations.models import Membership, Monitor, MonitorBucket, MonitorResult, Project, Retention, RetentionSweep
 from evaluations.monitors import stats
 from evaluations.monitors.pending import pending_waiting
@@ -218,11 +219,12 @@ def project_retention(request: HttpRequest, slug: str) -> HttpResponse:
         if not is_admin:
             raise PermissionDenied("only project admins set the retention")
         raw = request.POST.get("days", "").strip()
-        if raw and (not raw.isdigit() or not 1 <= int(raw) <= 3650):
+        days = whole_number(raw, minimum=1, maximum=3650)
+        if raw and days is None:
             messages.error(request, "Days: a whole number from 1 to 3650, or empty to keep everything.")
             status = 400
         else:
-            retention_set(project=project, days=int(raw) if raw else None, user=request.user)
+            retention_set(project=project, days=days, user=request.user)
             messages.success(request, "Retention saved.")
             return HttpResponseRedirect(reverse("project_retention", args=[project.slug]))
     retention = Retention.objects.filter(project=project).first()

@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from evaluations.converters import parse_id
 from evaluations.models import (
     EvalSet,
     Membership,
@@ -275,6 +276,6 @@ def notification_read(request: HttpRequest) -> HttpResponse:
     mine = Notification.objects.filter(user_id=int(request.user.pk or 0), read_at=None)
     chosen = request.POST.get("notification", "")
     if chosen:
-        mine = mine.filter(pk=int(chosen) if chosen.isdigit() else 0)
+        mine = mine.filter(pk=parse_id(chosen) or 0)
     mine.update(read_at=timezone.now())
     return HttpResponseRedirect(reverse("notification_list"))

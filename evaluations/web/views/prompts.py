@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from evaluations.audit import audit_record
+from evaluations.converters import parse_id, whole_number
 from evaluations.models import AuditEvent, Prompt
 from evaluations.prompts import selectors
 from evaluations.prompts.services import PromptError, Saved, prompt_create, prompt_version_save
@@ -83,7 +84,7 @@ def prompt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         try:
             saved = prompt_version_save(prompt=prompt, system=fields["system"], user=fields["user"],
                                         note=fields["note"], actor=request.user,
-                                        based_on=int(based_on) if based_on.isdigit() else None)
+                                        based_on=parse_id(based_on))
         except PromptError as exc:
             problems = _problems(exc)
         else:
@@ -94,9 +95,10 @@ def prompt_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 messages.info(request, f"Nothing changed: version {saved.version.number} already has this text.")
             return HttpResponseRedirect(reverse("prompt_detail", args=[prompt.pk]))
     shown = latest
-    asked = request.GET.get("version", "")
-    if asked.isdigit():
-        shown = next((v for v in versions if v.number == int(asked)), None)
+    asked = request.GET.get("version", "").strip()
+    if asked:
+        number = whole_number(asked)
+        shown = next((v for v in versions if v.number == number), None)
         if shown is None:
             raise Http404("no such version")
     return render(request, "evaluations/prompts/detail.html", {
@@ -108,10 +110,11 @@ def prompt_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def prompt_diff(request: HttpRequest, pk: int) -> HttpResponse:
     prompt = _prompt(request, pk)
-    before, after = request.GET.get("from", ""), request.GET.get("to", "")
-    if not (before.isdigit() and after.isdigit()) or len(before) > 9 or len(after) > 9:
+    before = whole_number(request.GET.get("from", ""), maximum=999_999_999)
+    after = whole_number(request.GET.get("to", ""), maximum=999_999_999)
+    if before is None or after is None:
         raise Http404("give two version numbers: ?from=1&to=2")
-    diff = selectors.prompt_diff(prompt=prompt, before=int(before), after=int(after))
+    diff = selectors.prompt_diff(prompt=prompt, before=before, after=after)
     if diff is None:
         raise Http404("no such version")
     return render(request, "evaluations/prompts/diff.html", {

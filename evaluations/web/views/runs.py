@@ -20,6 +20,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.audit import object_history, record_run
+from evaluations.converters import parse_id
 from evaluations.evaluators.deepeval_judged.catalogue import judged_metric_catalogue
 from evaluations.evaluators.parity import parity_notes
 from evaluations.ingest.runs import traces_run_create, traces_waiting
@@ -80,7 +81,7 @@ def home(request: HttpRequest) -> HttpResponse:
         active = listing.active_runs(project=project) if project else []
         # The runs whose status the page shows in its table while they went: their badges
         # are swapped out of band, and watched until they have finished.
-        ids = [int(i) for i in request.GET.get("watch", "").split(",")[:50] if i.isdigit()]
+        ids = [pk for pk in map(parse_id, request.GET.get("watch", "").split(",")[:50]) if pk is not None]
         watched = list(Run.objects.filter(project=project, pk__in=ids).order_by("pk").values_list("pk", "status")
                        ) if project and ids else []
         response = render(request, "evaluations/runs/_active_runs.html", {
@@ -111,7 +112,7 @@ def _run_filters(query: Any) -> listing.RunFilters:
     evalset = query.get("evalset", "")
     status = query.get("status", "")
     return listing.RunFilters(
-        evalset=int(evalset) if evalset.isdigit() else None,
+        evalset=parse_id(evalset),
         status=status if status in Run.Status.values else "",
         model=query.get("model", "").strip(),
         branch=query.get("branch", "").strip(),
@@ -139,7 +140,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def run_compare_pick(request: HttpRequest) -> HttpResponse:
     """The runs list's checkboxes send `run=a&run=b`: the older run is the baseline."""
-    pks = sorted({int(v) for v in request.GET.getlist("run") if v.isdigit()})
+    pks = sorted({pk for pk in map(parse_id, request.GET.getlist("run")) if pk is not None})
     if 3 <= len(pks) <= 8:  # several runs: side by side, oldest first (the first is the reference)
         several = listing.runs_for_compare(request.user, pks)
         if len(several) == len(pks):
@@ -207,9 +208,9 @@ REMEMBERED_TARGET = ("target_kind", "http_url", "python_callable", "model_base_u
 def _initial_version(request: HttpRequest, choices: selectors.NewRunChoices, remembered: dict[str, Any]) -> Any:
     """The version asked for (`?version=<pk>`), else the latest of `?evalset=<pk>`, else the
     latest of the eval set of the user's last run, else the first eval set's."""
-    wanted = request.GET.get("version", "")
-    if wanted.isdigit() and int(wanted) in choices.versions:
-        return choices.versions[int(wanted)]
+    wanted = parse_id(request.GET.get("version", ""))
+    if wanted is not None and wanted in choices.versions:
+        return choices.versions[wanted]
     evalset = request.GET.get("evalset", "") or str(remembered.get("evalset") or "")
     if not any(str(v.evalset_id) == evalset for v in choices.versions.values()):
         evalset = ""  # an eval set gone, or of another project: the first one
@@ -231,12 +232,13 @@ def _render_new(request: HttpRequest, form: NewRunForm, choices: selectors.NewRu
                 status: int = 200) -> HttpResponse:
     error = form.outputs_error
     selected = form["version"].value()
+    selected_pk = parse_id(str(selected))
     context = {
         "form": form,
         "groups": choices.groups,
         "selected_version": str(selected) if selected is not None else "",
-        "skeleton_url": reverse("version_outputs_skeleton", args=[int(selected)])
-        if str(selected).isdigit() and int(selected) in choices.versions else "",
+        "skeleton_url": reverse("version_outputs_skeleton", args=[selected_pk])
+        if selected_pk is not None and selected_pk in choices.versions else "",
         "has_presets": bool(choices.presets),
         "judged_metrics": judged_metric_catalogue(),
         "error": error,

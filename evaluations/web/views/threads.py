@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from evaluations.converters import whole_number
 from evaluations.models import MonitorResult, TraceThread
 from evaluations.monitors.threads import thread_turns
 from evaluations.web.views.common import current_project
@@ -25,7 +26,7 @@ TURNS_PER_PAGE = 50
 def thread_list(request: HttpRequest) -> HttpResponse:
     project = current_project(request)
     end_user = request.GET.get("end_user", "").strip()[:200]
-    number = int(request.GET["page"]) if request.GET.get("page", "").isdigit() else 1
+    number = whole_number(request.GET.get("page", "")) or 1
     number = max(1, min(number, 10_000))
     rows: list[TraceThread] = []
     if project is not None:
