@@ -26,7 +26,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
-from evaluations.converters import MAX_ID
+from evaluations.converters import parse_id
 from evaluations.models import Membership, Run, Triage
 from evaluations.review import causes as cause_reads
 from evaluations.review import comparison
@@ -70,16 +70,6 @@ _UNREAD_FIELDS = ("target", "input_overrides", "eval_ids", "error",
                   "evalset_version__description", "evalset_version__metadata", "evalset_version__default_config",
                   "evalset_version__evaluator_config", "evalset_version__warnings", "evalset_version__tags")
 FILTERS = ("all", *STATUSES)
-
-
-def parse_id(value: str | None) -> int | None:
-    """A row id from the query string, or None: not a number, or out of the ids' range (which
-    SQLite could not even bind as a parameter)."""
-    try:
-        number = int(value) if value else None
-    except ValueError:
-        return None
-    return number if number is not None and 0 < number <= MAX_ID else None
 
 
 

@@ -34,6 +34,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from evaluations.converters import parse_id
 from evaluations.evalsets.selectors import pretty_json
 from evaluations.evaluators.base import aligned_turns, text_of
 from evaluations.evaluators.diffing import (
@@ -70,7 +71,7 @@ from evaluations.schemas.outputs import AgentOutput, TurnOutput
 from evaluations.web.charts import to_html
 from evaluations.web.charts.trace import WaterfallSpan, waterfall
 from evaluations.web.views.common import can_upload, enter_project
-from evaluations.web.views.compare import CASES_PER_PAGE, FILTERS, parse_id, runs_visible_to
+from evaluations.web.views.compare import CASES_PER_PAGE, FILTERS, runs_visible_to
 from evaluations.web.views.grade_panel import panel_context as grades_panel_context
 from evaluations.web.views.triage import panel_context
 

@@ -27,11 +27,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from evaluations.converters import parse_id
 from evaluations.models import CaseResult, Project
 from evaluations.review import calibration, grades
 from evaluations.web.views import grading_context as context_views
 from evaluations.web.views.common import current_project
-from evaluations.web.views.compare import parse_id, runs_visible_to
+from evaluations.web.views.compare import runs_visible_to
 from evaluations.web.views.grade_panel import WRITERS, panel_context
 
 

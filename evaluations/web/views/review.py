@@ -25,10 +25,11 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from evaluations.converters import parse_id
 from evaluations.models import CaseResult, Project, Triage
 from evaluations.review import triage as services
 from evaluations.web.views.common import current_project
-from evaluations.web.views.compare import parse_id, runs_visible_to
+from evaluations.web.views.compare import runs_visible_to
 from evaluations.web.views.triage import WRITERS, queue_filters
 
 

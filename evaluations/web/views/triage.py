@@ -28,11 +28,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from evaluations.converters import parse_id
 from evaluations.models import CaseResult, Comment, Membership, Project, Run, Triage
 from evaluations.review import triage as services
 from evaluations.runs import exports
 from evaluations.web.views.common import current_project
-from evaluations.web.views.compare import parse_id, runs_visible_to
+from evaluations.web.views.compare import runs_visible_to
 
 WRITERS = {Membership.Role.MEMBER, Membership.Role.ADMIN}
 
