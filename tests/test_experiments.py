@@ -125,6 +125,10 @@ def test_the_experiment_page_starts_an_experiment_from_the_form(alice_client: Cl
     assert bad.status_code == 400 and "variant 2 temperature: &#x27;warm&#x27; is not a number" in bad.content.decode()
     missing = alice_client.post("/experiments/new/", {**fields, "v2-label": "no model here"})
     assert missing.status_code == 400 and "variant 3: give its model" in missing.content.decode()
+    for choice in ("³:1", f"{saved.prompt.pk}:①", f"{saved.prompt.pk}:0", "latest"):  # never dropped in silence
+        unread = alice_client.post("/experiments/new/", {**fields, "v0-prompt": choice})
+        assert unread.status_code == 400, choice
+        assert "variant 1 prompt: choose one of the listed prompt versions" in unread.content.decode()
     assert not Experiment.objects.exists()
     started = alice_client.post("/experiments/new/", fields)
     experiment = Experiment.objects.get()

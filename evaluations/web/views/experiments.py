@@ -85,6 +85,8 @@ def _spec(fields: dict[str, Any], problems: list[str]) -> dict[str, Any]:
             prompt_pk, version = parse_id(prompt_id), whole_number(number, minimum=1, maximum=2**31 - 1)
             if prompt_pk is not None and version is not None:
                 variant["prompt"] = {"prompt_id": prompt_pk, "version": version}
+            else:
+                problems.append(f"variant {i + 1} prompt: choose one of the listed prompt versions")
         if row["temperature"].strip():
             variant["parameters"]["temperature"] = _number(row["temperature"].strip(), float,
                                                            f"variant {i + 1} temperature", problems)
