@@ -98,6 +98,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # A NUL character in a query string is a 400 before a view reads it (PostgreSQL keeps none).
+    "evaluations.api.errors.NulQueryMiddleware",
     # Pages and API answers gzipped (static files come precompressed from whitenoise, above).
     # BREACH: the CSRF token is masked afresh in every response, a new API token is shown
     # once, and Django adds up to 100 random bytes to each gzipped body (docs/SECURITY.md).

@@ -15,6 +15,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from evaluations.audit import audit_record
+from evaluations.converters import parse_id
 from evaluations.models import AuditEvent
 
 SIGNIN_VERBS = [AuditEvent.Verb.SIGNIN_SUCCEEDED, AuditEvent.Verb.SIGNIN_FAILED,
@@ -139,8 +140,9 @@ def signins_page(*, before: str | None, failures_only: bool = False) -> SigninPa
     page's last event, so any page costs the same (one indexed range read, no COUNT and no
     OFFSET) however long the log grows."""
     events = signin_events(failures_only=failures_only)
-    cursor = AuditEvent.objects.filter(project=None, pk=int(before)).values_list("created_at", "pk").first() \
-        if before and before.isdigit() and len(before) < 19 else None
+    before_pk = parse_id(before)
+    cursor = AuditEvent.objects.filter(project=None, pk=before_pk).values_list("created_at", "pk").first() \
+        if before_pk is not None else None
     if cursor is not None:
         events = events.filter(Q(created_at__lt=cursor[0]) | Q(created_at=cursor[0], pk__lt=cursor[1]))
     found = list(events.only("pk", "created_at", "verb", "summary", "data")[:PAGE_SIZE + 1])

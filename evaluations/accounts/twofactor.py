@@ -118,7 +118,8 @@ class CodeCheck:
 
 
 def _is_totp(code: str) -> bool:
-    return code.isdigit() and len(code) <= 8  # an authenticator's code; recovery codes are letters and digits
+    # an authenticator's code; recovery codes are letters and digits
+    return code.isascii() and code.isdigit() and len(code) <= 8
 
 
 def _wait(device: Any) -> int:

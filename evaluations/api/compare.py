@@ -39,7 +39,7 @@ from rest_framework.views import APIView
 from evaluations.api.errors import ApiError, ErrorSerializer, problem
 from evaluations.api.serializers import CausesSerializer
 from evaluations.api.serializers.runs import NoticeSerializer
-from evaluations.converters import MAX_ID
+from evaluations.converters import MAX_ID, parse_id
 from evaluations.models import Run, Triage
 from evaluations.review import baselines, comparison, triage
 from evaluations.review import causes as cause_reads
@@ -78,9 +78,10 @@ def resolve_baseline(candidate: Run, ref: str | None, runs: QuerySet[Run]) -> Ru
         if baseline is None or baseline.project_id != candidate.project_id:
             raise CompareError("no_baseline", f"eval set {evalset.eval_set_id!r} has no pinned baseline run")
     elif ref and ref != DEFAULT:
-        if not ref.isdigit():
+        ref_pk = parse_id(ref)
+        if ref_pk is None:
             raise CompareError("invalid", "give a run id or `pinned`")
-        baseline = get_object_or_404(runs, pk=int(ref), project=candidate.project_id)
+        baseline = get_object_or_404(runs, pk=ref_pk, project=candidate.project_id)
     else:  # none, or DEFAULT
         found = comparison.default_baseline(candidate)
         if found is None:

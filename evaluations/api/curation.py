@@ -19,6 +19,7 @@ from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_re
 from evaluations.api.serializers import EvalSetVersionSerializer
 from evaluations.api.serializers.fields import id_field
 from evaluations.audit import audit_record
+from evaluations.converters import whole_number
 from evaluations.evalsets.curation import CurationError, EditOutcome, evalset_edit, parse_edit
 from evaluations.models import AuditEvent, EvalCase, EvalSet, EvalSetVersion, Project, Run, Trace
 from evaluations.review import promotion
@@ -127,7 +128,7 @@ class EvalSetDiff(APIView):
         numbers = []
         for name in ("from", "to"):
             value = request.query_params.get(name, "")
-            if not value.isdigit() or len(value) > 9:
+            if whole_number(value, maximum=999_999_999) is None:
                 raise ApiError(
                     400, "invalid", f"`{name}` must be a version number", [problem("a version number", name)]
                 )
@@ -137,7 +138,7 @@ class EvalSetDiff(APIView):
         if missing:
             raise ApiError(404, "not_found", f"no version {missing[0]} of this eval set")
         page = request.query_params.get("page", "1")
-        diff = version_diff(old=versions[numbers[0]], new=versions[numbers[1]], page=page if page.isdigit() else 1)
+        diff = version_diff(old=versions[numbers[0]], new=versions[numbers[1]], page=whole_number(page) or 1)
         return Response(diff.as_dict())
 
 

@@ -226,3 +226,29 @@ def handler403(request: HttpRequest, exception: Exception | None = None) -> Http
     from django.views.defaults import permission_denied
 
     return permission_denied(request, exception or DjangoPermissionDenied())
+
+
+# --- A NUL character in a query string --------------------------------------------------------
+
+
+class NulQueryMiddleware:
+    """A query string with a NUL character in a name or a value (`%00`) is a 400 before any
+    view reads it: PostgreSQL keeps no NUL in text, so a filter, a search or a sort that
+    reached a query with one would fail there (a 500), while SQLite would read it. On every
+    page and endpoint alike; the API answers in its error shape, naming the parameter."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "%00" in request.META.get("QUERY_STRING", ""):
+            name = next((key for key, values in request.GET.lists()
+                         if "\x00" in key or any("\x00" in value for value in values)), None)
+            if name is not None:
+                shown = name.replace("\x00", "%00")
+                message = f"the query string's {shown!r} holds a NUL character (%00)"
+                if is_api_path(request):
+                    return JsonResponse(body("invalid", message, [problem("a NUL character (%00)", shown)]),
+                                        status=400)
+                return HttpResponse(f"Bad request: {message}.\n", status=400, content_type="text/plain; charset=utf-8")
+        return self.get_response(request)

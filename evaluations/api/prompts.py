@@ -22,6 +22,7 @@ from evaluations.api.common import project_named, query, require_writer, visible
 from evaluations.api.errors import READ_ERRORS, WRITE_ERRORS, ApiError, error_responses, problem
 from evaluations.api.serializers.fields import id_field
 from evaluations.audit import audit_record
+from evaluations.converters import whole_number
 from evaluations.models import AuditEvent, Prompt
 from evaluations.prompts import selectors
 from evaluations.prompts.services import PromptError, Saved, prompt_create, prompt_version_save
@@ -190,7 +191,7 @@ class PromptDiff(APIView):
         numbers = []
         for name in ("from", "to"):
             value = request.query_params.get(name, "")
-            if not value.isdigit() or len(value) > 9:
+            if whole_number(value, maximum=999_999_999) is None:
                 raise ApiError(400, "invalid", f"`{name}` must be a version number",
                                [problem("a version number", name)])
             numbers.append(int(value))

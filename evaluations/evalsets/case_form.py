@@ -16,6 +16,7 @@ from typing import Any
 from django.http import QueryDict
 
 from evaluations import safejson
+from evaluations.converters import whole_number
 from evaluations.evalsets.curation import Problem
 from evaluations.schemas.evalset import MessageContent
 
@@ -165,6 +166,7 @@ def friendly_path(path: str) -> str:
             path = path[len(prefix) :]
     if path.startswith("conversation["):
         index, _, rest = path[len("conversation[") :].partition("]")
-        if index.isdigit():
-            return f"turn {int(index) + 1}" + (f" · {rest.lstrip('.')}" if rest else "")
+        number = whole_number(index)
+        if number is not None:
+            return f"turn {number + 1}" + (f" · {rest.lstrip('.')}" if rest else "")
     return path

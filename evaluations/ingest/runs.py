@@ -36,6 +36,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from evaluations.converters import whole_number
 from evaluations.interop.otel.spans import Span as SpanModel
 from evaluations.interop.otel.spans import apply_spans
 from evaluations.models import CaseResult, EvalCase, EvalSetVersion, EvaluationConfig, Project, Run, Span, Trace
@@ -249,8 +250,8 @@ def _int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str):
+        return whole_number(value)
     return None
 
 

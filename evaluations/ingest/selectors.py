@@ -14,6 +14,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q, QuerySet
 
+from evaluations.converters import parse_id
 from evaluations.models import Project, Span, Trace
 from evaluations.paging import CappedPage
 
@@ -53,7 +54,7 @@ def trace_filters(params: Mapping[str, Any]) -> TraceFilters:
         service=text("service", 255),
         status=text("status") if text("status") in STATUSES else "",
         link=text("link") if text("link") in LINKS else "",
-        run=int(run) if run.isdigit() else None,
+        run=parse_id(run),
         thread=text("thread"),
         end_user=text("end_user"),
         environment=text("environment", 100),

@@ -18,6 +18,7 @@ from django import forms
 from pydantic import BaseModel, ValidationError
 
 from evaluations import safejson
+from evaluations.converters import parse_id, whole_number
 from evaluations.interop import EvalSetImportError, SourceFile
 from evaluations.interop import check_size as check_upload_size
 from evaluations.jsonschemas import criteria_schema_problems
@@ -233,10 +234,14 @@ class NewRunForm(forms.Form):
         target: dict[str, Any] = {"base_url": base_url, "model": model}
         if (data.get("model_api_key_env") or "").strip():
             target["api_key_env"] = data["model_api_key_env"].strip()
-        prompt_id, _, number = (data.get("model_prompt") or "").partition(":")
-        if prompt_id.isdigit() and number.isdigit():
-            target["prompt"] = {"prompt_id": int(prompt_id), "version": int(number)}
+        chosen = (data.get("model_prompt") or "").strip()
+        prompt_id, _, number = chosen.partition(":")
+        prompt_pk, version = parse_id(prompt_id), whole_number(number, minimum=1, maximum=2**31 - 1)
+        if prompt_pk is not None and version is not None:
+            target["prompt"] = {"prompt_id": prompt_pk, "version": version}
         else:
+            if chosen:
+                self.add_error("model_prompt", "Choose one of the listed prompt versions, or none.")
             target["prompt"] = {"system": data.get("model_system") or "", "user": data.get("model_user") or ""}
         if data.get("model_max_steps") is not None:
             target["max_steps"] = data["model_max_steps"]

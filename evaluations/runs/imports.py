@@ -25,6 +25,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from evaluations.converters import whole_number
 from evaluations.evalsets.services import evalset_import
 from evaluations.evaluators import get_evaluator_class
 from evaluations.interop.base import EvalSetImportError, Problem, SourceFile, format_path, gc_paused, locate, stem
@@ -103,9 +104,10 @@ def _in_file(parsed: ParsedResults, problem: Problem) -> Problem:
     results file: `[3].expected_output` -> `testCases[3]`, with the line of that test case."""
     path = problem.path or ""
     index = path[1:path.find("]")] if path.startswith("[") and "]" in path else ""
-    if not index.isdigit() or int(index) >= len(parsed.cases):
+    number = whole_number(index)
+    if number is None or number >= len(parsed.cases):
         return Problem(problem.message, file=parsed.file.name, case=problem.case)
-    case = parsed.cases[int(index)]
+    case = parsed.cases[number]
     field = path[path.find("]") + 1:].lstrip(".")
     text = parsed.located_text()
     located = locate(text, case.path) if text is not None else None

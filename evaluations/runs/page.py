@@ -20,6 +20,7 @@ from django.db.models import (
 )
 from django.db.models.fields.json import KT
 
+from evaluations.converters import parse_id
 from evaluations.evaluators.base import Level
 from evaluations.models import CaseResult, ResultCause, Run, Score
 from evaluations.ordering import ordered_keys
@@ -73,7 +74,7 @@ class ResultFilters:
 
 def _cause_id(value: Any) -> int | None:
     text = str(value or "").strip()
-    return int(text) if text.isdigit() and 0 < int(text) < 2**63 else None
+    return parse_id(text)
 
 
 def sort_keys(criteria: list[str]) -> list[str]:
