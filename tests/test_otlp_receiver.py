@@ -202,3 +202,19 @@ def test_nul_characters_and_nan_values_are_stored_on_every_database(acme: Projec
     assert trace.name == "agent\ufffdroot" and trace.thread_id == "s\ufffd1" and trace.service_name == "svc\ufffd"
     stored = Span.objects.get(trace=trace)
     assert stored.attributes["input.value"] == "a\ufffdb" and stored.attributes["score"] == "nan"
+
+
+@pytest.mark.django_db
+def test_a_run_reference_that_only_looks_like_digits_rejects_its_trace_not_the_server(
+        acme: Project, token: str) -> None:
+    """`evalsite.run_id: "³"` passes str.isdigit() and not int(): it answered 500 (nothing stored).
+    Now that trace's spans are rejected, saying why, and the rest of the export is kept."""
+    client = Client()
+    named = span(os.urandom(16), os.urandom(8), b"", "agent", 1, 2,
+                 {"evalsite.run_id": "³", "evalsite.eval_id": "weather_tokyo"})
+    plain = span(os.urandom(16), os.urandom(8), b"", "other", 1, 2, {})
+    response = post(client, request_of([named, plain]), token)
+    assert response.status_code == 200
+    partial = answer(response).partial_success
+    assert partial.rejected_spans == 1 and "evalsite.run_id '³' is not a run id" in partial.error_message
+    assert list(Trace.objects.values_list("name", flat=True)) == ["other"]
