@@ -244,3 +244,49 @@ def test_api_versions_pages_and_the_signin_log_refuse_lookalikes_without_a_500(w
     client.force_login(admin)
     for text in ["³", "9" * 30, "-1"]:
         assert client.get(f"/signins/?before={text}").status_code == 200
+
+
+POST_NAMES = ["action", "assignee", "assignee_filter", "base_version", "based_on", "baseline", "body", "case", "code",
+              "comment", "confirm", "criterion", "days", "disagreement", "enabled", "eval_ids", "from_table", "hours",
+              "judge", "membership", "mode", "name", "next", "note", "notification", "parent", "position", "project",
+              "result", "role", "scope", "score", "status", "tab", "tag", "target", "user", "verdict", "view",
+              "evalset", "branch", "state", "triage", "run", "version", "kind", "url", "emails", "monitor_id",
+              "threshold", "system", "description", "eval_id", "slug", "label", "model", "channels", "prompt",
+              "v0-model", "v0-prompt", "v0-temperature", "model_prompt", "target_kind", "iterations"]
+
+
+def test_every_form_answers_hostile_values_without_a_500(world: dict[str, Any]) -> None:
+    """Every form a member posts, each name a view reads set to a NUL, a digit lookalike, a
+    number no column holds and a float past the largest double: never a 500."""
+    from evaluations.models import CaseResult
+
+    client, run = world["client"], world["run"]
+    evalset, prompt = world["evalset"], world["prompt"]
+    result = CaseResult.objects.filter(run=run).order_by("pk").first()
+    assert result is not None
+    case = result.case_id
+    forms = [f"/evalsets/{evalset}/cases/new/", f"/cases/{case}/edit/", f"/evalsets/{evalset}/cases/bulk/",
+             f"/runs/{run.pk}/cases/{result.pk}/promote/", f"/runs/{run.pk}/promote/", "/projects/switch/",
+             f"/evalsets/{evalset}/rename/", "/experiments/new/", "/grades/", "/projects/new/", "/monitors/new/",
+             "/projects/acme/retention/", "/projects/acme/notifications/rules/new/",
+             "/projects/acme/notifications/channels/new/", "/notifications/read/", "/notifications/mine/acme/",
+             "/projects/acme/members/", f"/runs/{run.pk}/pin/", "/prompts/", f"/prompts/{prompt}/",
+             f"/runs/{run.pk}/rescore/", "/review/bulk/", "/runs/new/", "/triage/", "/account/",
+             f"/cases/{case}/duplicate/", f"/runs/{run.pk}/retry/", f"/runs/{run.pk}/delete/",
+             f"/evalsets/{evalset}/delete/", f"/cases/{case}/delete/", "/projects/acme/archive/"]
+    for value in ["\x00", "³", "9" * 30, "1e400"]:
+        data = {name: value for name in POST_NAMES}
+        for url in forms:
+            response = client.post(url, data)
+            assert response.status_code < 500, (url, repr(value), response.status_code)
+
+
+def test_a_nul_typed_into_a_pages_form_is_kept_as_a_replacement_character(world: dict[str, Any]) -> None:
+    """As an uploaded eval set's NULs are (evaluations.schemas.text): on PostgreSQL the rename
+    failed with a 500; now both databases keep the name with U+FFFD where the NUL was."""
+    from evaluations.models import EvalSet
+
+    client, evalset = world["client"], world["evalset"]
+    response = client.post(f"/evalsets/{evalset}/rename/", {"name": "weather\x00 checks"})
+    assert response.status_code == 302, response.status_code
+    assert EvalSet.objects.get(pk=evalset).name == "weather\ufffd checks"

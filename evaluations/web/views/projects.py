@@ -27,6 +27,7 @@ from evaluations.accounts.services import (
     user_find,
 )
 from evaluations.audit import activity_filters, activity_kinds, project_activity
+from evaluations.converters import parse_id
 from evaluations.models import Membership, Project, Run
 from evaluations.review.report import (
     REPORT_ROWS,
@@ -108,7 +109,8 @@ def _members_action(request: HttpRequest, project: Project) -> None:
         membership_add(project=project, user=user, role=_role(request.POST.get("role", "")), actor=request.user)
         messages.success(request, f"Added {user.get_username()}.")
         return
-    membership = project.memberships.select_related("user").filter(pk=request.POST.get("membership") or 0).first()
+    chosen = parse_id(request.POST.get("membership")) or 0
+    membership = project.memberships.select_related("user").filter(pk=chosen).first()
     if membership is None:
         raise MembershipError("that person is not a member of this project")
     if action == "change":
