@@ -98,7 +98,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    # A NUL in a query string is a 400; in a page's form, U+FFFD (PostgreSQL keeps no NUL in text).
+    # A NUL in a query string is a 400 before a view reads it (PostgreSQL keeps no NUL in text).
     "evaluations.api.errors.NulMiddleware",
     # Pages and API answers gzipped (static files come precompressed from whitenoise, above).
     # BREACH: the CSRF token is masked afresh in every response, a new API token is shown

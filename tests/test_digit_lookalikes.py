@@ -281,12 +281,22 @@ def test_every_form_answers_hostile_values_without_a_500(world: dict[str, Any]) 
             assert response.status_code < 500, (url, repr(value), response.status_code)
 
 
-def test_a_nul_typed_into_a_pages_form_is_kept_as_a_replacement_character(world: dict[str, Any]) -> None:
-    """As an uploaded eval set's NULs are (evaluations.schemas.text): on PostgreSQL the rename
-    failed with a 500; now both databases keep the name with U+FFFD where the NUL was."""
-    from evaluations.models import EvalSet
+def test_a_nul_in_the_eval_ids_a_run_promotes_is_looked_up_as_stored_not_a_500(world: dict[str, Any]) -> None:
+    """The one form the sweep above found failing on PostgreSQL with a NUL (every other field
+    refuses it with its own message, a name's "no control characters"): the cases a run
+    promotes, looked up by eval id. Stored eval ids keep a NUL as U+FFFD, so it is read so."""
+    from evaluations.models import EvalCase, EvalSet
 
-    client, evalset = world["client"], world["evalset"]
-    response = client.post(f"/evalsets/{evalset}/rename/", {"name": "weather\x00 checks"})
+    client, run = world["client"], world["run"]
+    target = EvalSet.objects.get(pk=world["evalset"])
+    before = target.latest_version
+    response = client.post(f"/runs/{run.pk}/promote/", {"eval_ids": ["ghost\x00case"], "target": target.pk})
     assert response.status_code == 302, response.status_code
-    assert EvalSet.objects.get(pk=evalset).name == "weather\ufffd checks"
+    target.refresh_from_db()
+    assert target.latest_version == before  # no such case: nothing promoted, nothing written
+    taken = EvalCase.objects.in_version(before).values_list("eval_id", flat=True).first()
+    assert taken is not None
+    promoted = client.post(f"/runs/{run.pk}/promote/", {"eval_ids": [taken], "target": target.pk})
+    assert promoted.status_code == 302
+    target.refresh_from_db()
+    assert target.latest_version != before  # a real eval id still promotes

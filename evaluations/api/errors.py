@@ -16,14 +16,13 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, OperationalError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from evaluations.interop import EvalSetImportError
-from evaluations.schemas.text import REPLACEMENT
 
 log = logging.getLogger("evalsite.api")
 SAFE_METHODS = frozenset({"GET", "HEAD"})
@@ -229,19 +228,15 @@ def handler403(request: HttpRequest, exception: Exception | None = None) -> Http
     return permission_denied(request, exception or DjangoPermissionDenied())
 
 
-# --- NUL characters in query strings and forms -------------------------------------------------
+# --- NUL characters in query strings --------------------------------------------------------
 
 
 class NulMiddleware:
-    """NUL characters in what a request carries besides a body the API parses. PostgreSQL keeps
-    no NUL in text, so a filter, a note or a name holding one reached a query there and failed
-    (a 500), while SQLite kept it.
-
-    - A query string with one in a name or a value (`%00`) is a 400 before any view reads it,
-      on every page and endpoint alike; the API answers in its error shape, naming the parameter.
-    - A page's form (urlencoded or multipart) has each NUL replaced by U+FFFD, as an uploaded
-      eval set's are (evaluations.schemas.text): what was typed is kept, readable. The API's
-      JSON bodies are its serializers' to refuse (a NUL in a text field is a 400 there)."""
+    """A query string with a NUL character in a name or a value (`%00`) is a 400 before any
+    view reads it, on every page and endpoint alike; the API answers in its error shape, naming
+    the parameter. PostgreSQL keeps no NUL in text, so a filter or a search holding one reached
+    a query there and failed (a 500), while SQLite read it. Forms and JSON bodies are their
+    fields' to refuse, with the field's own message (a name: "no control characters")."""
 
     def __init__(self, get_response: Any) -> None:
         self.get_response = get_response
@@ -257,23 +252,4 @@ class NulMiddleware:
                     return JsonResponse(body("invalid", message, [problem("a NUL character (%00)", shown)]),
                                         status=400)
                 return HttpResponse(f"Bad request: {message}.\n", status=400, content_type="text/plain; charset=utf-8")
-        if request.method == "POST" and not is_api_path(request) and request.content_type in _FORMS:
-            _forms_without_nul(request)
         return self.get_response(request)
-
-
-_FORMS = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
-
-
-def _forms_without_nul(request: HttpRequest) -> None:
-    """The form's fields with U+FFFD for each NUL. Django's CSRF check reads the form next
-    anyway; a body it refuses to parse (too large, too many fields) raises here as it did there,
-    and Django answers it as before (400 or 413)."""
-    form = request.POST
-    if not any("\x00" in key or any("\x00" in value for value in values) for key, values in form.lists()):
-        return
-    cleaned = QueryDict(mutable=True)
-    for key, values in form.lists():
-        cleaned.setlist(key.replace("\x00", REPLACEMENT), [value.replace("\x00", REPLACEMENT) for value in values])
-    cleaned._mutable = False
-    request._post = cleaned  # type: ignore[attr-defined]

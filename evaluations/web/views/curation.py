@@ -32,6 +32,7 @@ from evaluations.review.statistics import ERRORED, FLAKY, IMPROVED, NEW, REGRESS
 from evaluations.review.versions import version_diff, version_history
 from evaluations.runs import page as run_pages
 from evaluations.runs.selectors import runs_visible_to
+from evaluations.schemas.text import without_nul
 from evaluations.web.views.common import can_upload, current_project, enter_project
 
 BULK_LIMIT = 10_000
@@ -446,7 +447,8 @@ def run_promote_selected(request: HttpRequest, run_pk: int) -> HttpResponse:
     run = get_object_or_404(
         runs_visible_to(request.user).select_related("project", "evalset_version__evalset"), pk=run_pk
     )
-    eval_ids = list(dict.fromkeys(request.POST.getlist("eval_ids")))[:BULK_LIMIT]
+    # A NUL is kept as U+FFFD in stored eval ids (evaluations.schemas.text): looked up the same way.
+    eval_ids = list(dict.fromkeys(without_nul(request.POST.getlist("eval_ids"))))[:BULK_LIMIT]
     status = request.POST.get("status", "")
     baseline_id = _number(request.POST.get("baseline"))
     if not eval_ids and request.POST.get("from_table"):
