@@ -9,6 +9,11 @@
 # --max-time, which it shares among its phases (repeating them while time is left) and stops
 # at; `timeout` kills it if it ever overruns. Exits non-zero on any failure.
 #
+# SCHEMATHESIS_POSTGRES=URL (a PostgreSQL server it may create a database on, as
+# postgres://postgres@127.0.0.1:5432/postgres) runs the server on a scratch database created
+# there and dropped after, instead of SQLite: PostgreSQL refuses what SQLite takes (a NUL in
+# text), so a 500 can hide on one database only.
+#
 # SCHEMATHESIS_MAX_TIME caps schemathesis's own share, so that a caller with a fixed amount of
 # fuzzing in mind (the test suite's run of this script) can give setup a generous budget: on a
 # loaded machine, migrating and seeding alone can take 20 s.
@@ -30,12 +35,30 @@ cleanup() {
     wait "$SERVER_PID" 2>/dev/null || true
   fi
   rm -rf "$DATA"
+  if [ -n "${SCRATCH_DB:-}" ]; then
+    "$PYTHON" -c "$PG_SCRATCH" drop "$SCHEMATHESIS_POSTGRES" "$SCRATCH_DB" || true
+  fi
 }
 trap cleanup EXIT
 
-# A throwaway embedded database, whatever the caller's environment points at.
+# A throwaway database, whatever the caller's environment points at: embedded, or a scratch
+# database on the PostgreSQL server named by SCHEMATHESIS_POSTGRES.
 unset DATABASE_URL REDIS_URL
 export EVALSITE_DATA_DIR="$DATA" DJANGO_SETTINGS_MODULE=evalsite.settings PYTHONUNBUFFERED=1
+SCRATCH_DB=""
+PG_SCRATCH='
+import sys, psycopg
+action, server, name = sys.argv[1:4]
+with psycopg.connect(server, autocommit=True) as connection:
+    connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    if action == "create":
+        connection.execute(f"CREATE DATABASE {name}")
+'
+if [ -n "${SCHEMATHESIS_POSTGRES:-}" ]; then
+  SCRATCH_DB="evalsite_schemathesis_$$"
+  "$PYTHON" -c "$PG_SCRATCH" create "$SCHEMATHESIS_POSTGRES" "$SCRATCH_DB"
+  export DATABASE_URL="${SCHEMATHESIS_POSTGRES%/*}/$SCRATCH_DB"
+fi
 
 "$PYTHON" manage.py migrate -v 0
 TOKEN=$("$PYTHON" -m tests.api_seed)
