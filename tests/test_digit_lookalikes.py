@@ -1,7 +1,9 @@
 """Numbers in query strings, forms and files are read with one rule (`converters.whole_number`):
 ASCII digits, bounded. Found by CI's schemathesis: `GET /api/v1/compare/runs/?runs=³` answered
-500, since "³".isdigit() is true and int("³") raises. The same test guarded a dozen pages, the
-OTLP reader and trace promotion; each of them answers 4xx or reads nothing now, and writes nothing."""
+500, since "³".isdigit() is true and int("³") raises. The same check stood in front of a dozen
+pages, the OTLP reader and trace promotion; each of them answers 4xx or reads nothing now, and
+writes nothing. The sweeps below also send a NUL, which PostgreSQL refuses in text: a query
+string holding one is a 400 (`api.errors.NulMiddleware`), a form field refuses it itself."""
 
 from __future__ import annotations
 
