@@ -601,7 +601,7 @@ class Client:
         """An eval set by its id, or by the `eval_set_id` inside its file (in `project`)."""
         if isinstance(ref, EvalSet):
             return ref
-        if isinstance(ref, int) or (isinstance(ref, str) and ref.isascii() and ref.isdigit() and len(ref) <= 18):
+        if isinstance(ref, int) or (isinstance(ref, str) and _is_id(ref)):
             return self._evalset(self.request("GET", f"evalsets/{int(ref)}/"))
         matches = [e for e in self._paged("evalsets/", {"project": project}) if e["eval_set_id"] == ref]
         if not matches:
@@ -1027,6 +1027,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                         help="give up waiting after this many seconds (default: 3600; exit 2)")
 
 
+def _is_id(text: str) -> bool:
+    """A run or eval-set id as a user types it: ASCII digits that fit an id column ("³" passes
+    str.isdigit() and not int(); this file stands alone, so not evaluations.converters)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
 def check_eval_options(options: dict[str, Any]) -> None:
     """Checks every option before anything is uploaded or started, and adds what they
     say: `target_spec` (kind, target) for --target, `config_doc` for --config."""
@@ -1038,8 +1044,7 @@ def check_eval_options(options: dict[str, Any]) -> None:
     if options["regressions_only"] and not options["fail_on_regression"]:
         raise UsageError("--regressions-only goes with --fail-on-regression")
     baseline = options["baseline"]
-    if baseline is not None and baseline not in ("pinned", "default") and not (
-            baseline.isascii() and baseline.isdigit() and len(baseline) <= 18):
+    if baseline is not None and baseline not in ("pinned", "default") and not _is_id(baseline):
         raise UsageError(f"--baseline {baseline!r}: give a run id, `pinned` or `default`")
     if options["fail_on_regression"] and baseline is None:
         options["baseline"] = "pinned"

@@ -66,7 +66,7 @@ def _lookup(value: Any, path: str) -> Any:
             value = value[key]
         elif index is not None and isinstance(value, list) and int(index) < len(value):
             value = value[int(index)]
-        elif key is not None and key.isascii() and key.isdigit() and isinstance(value, list) and int(key) < len(value):
+        elif key is not None and key.isdigit() and isinstance(value, list) and int(key) < len(value):
             value = value[int(key)]
         else:
             return _MISSING

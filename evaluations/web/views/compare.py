@@ -72,14 +72,6 @@ _UNREAD_FIELDS = ("target", "input_overrides", "eval_ids", "error",
 FILTERS = ("all", *STATUSES)
 
 
-
-
-
-
-
-
-
-
 @dataclass(frozen=True)
 class LinkedCase:
     row: CaseRow
