@@ -213,6 +213,8 @@ def test_numbers_beyond_any_column_are_400_never_500(world: dict[str, Any]) -> N
          "evalset"),
         (admin, "/api/v1/projects/acme/notify/rules/", {"name": "r", "kind": "run_finished", "monitor_id": 2**64},
          "monitor_id"),
+        (admin, "/api/v1/projects/acme/notify/rules/", {"name": "r", "kind": "run_finished", "channels": [2**64]},
+         "channels"),
         (client, f"/api/v1/traces/{trace.pk}/promote/", {"evalset": 2**64, "base_version": 2**64}, "evalset"),
     ]
     for who, url, payload, field in writes:

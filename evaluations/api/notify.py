@@ -76,7 +76,7 @@ class RuleWriteSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(max_length=100, required=False)
     kind = serializers.ChoiceField(choices=NotifyRule.Kind.choices, required=False)
     enabled = serializers.BooleanField(required=False)
-    channels = serializers.ListField(child=serializers.IntegerField(), required=False)
+    channels = serializers.ListField(child=id_field(), required=False)
     condition = serializers.ChoiceField(choices=NotifyRule.RunCondition.choices, required=False)
     pass_rate_below = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
     evalset = id_field(required=False, allow_null=True)
