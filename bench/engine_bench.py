@@ -299,7 +299,7 @@ def run_bench(cases: int, workers: int, with_hash: bool = False) -> dict:
 
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
     from evaluations.interop import SourceFile
-    from evaluations.interop.outputs import read_outputs
+    from evaluations.interop.outputs import read_output_rows
     from evaluations.models import Score
     from evaluations.runs import services as runs
     from evaluations.schemas.evalset import EvalConfig
@@ -319,7 +319,7 @@ def run_bench(cases: int, workers: int, with_hash: bool = False) -> dict:
         cpu_before = cluster_cpu(cluster.pid)
         bench_cpu, bench_waited = time.process_time(), _waited_for_cpu()
         started = time.perf_counter()
-        outputs = read_outputs([outputs_file])
+        outputs = read_output_rows([outputs_file])  # as the API, the form and the CLI read them
         parsed = time.perf_counter()
         run = runs.run_create(project=project, version=outcome.version, target_kind="uploaded", outputs=outputs,
                               config=EvalConfig.model_validate({"criteria": CRITERIA}))

@@ -56,7 +56,7 @@ def main() -> None:
 
     from evaluations.evalsets.services import evalset_import, project_get_or_create_default
     from evaluations.interop import SourceFile
-    from evaluations.interop.outputs import read_outputs
+    from evaluations.interop.outputs import read_output_rows
     from evaluations.models import Run
     from evaluations.runs import services as runs
     from evaluations.schemas.evalset import EvalConfig
@@ -77,7 +77,7 @@ def main() -> None:
         cpu, wall = time.process_time(), time.perf_counter()
         if profiler:
             profiler.enable()
-        outputs = read_outputs([outputs_file])
+        outputs = read_output_rows([outputs_file])  # as the API, the form and the CLI read them
         read_cpu = time.process_time() - cpu
         run = runs.run_create(project=project, version=outcome.version, target_kind="uploaded", outputs=outputs,
                               config=config)
