@@ -208,6 +208,7 @@ def run_create(
         )
         rows: list[tuple[Any, ...]] = []
         missing = not_runnable = 0
+        run_pk = run.pk  # read once: a model's pk is a property
         stamp = connection.ops.adapt_datetimefield_value(timezone.now())
         for case_pk, eval_id, turn_count, scenario in cases:
             for iteration in range(iterations):
@@ -225,7 +226,7 @@ def run_create(
                 elif turn_count == 0 and scenario and not simulator:
                     status, error = CaseResult.Status.NOT_RUNNABLE, "not runnable: needs a user simulator"
                     not_runnable += 1
-                rows.append((run.pk, case_pk, iteration, status, output, error, 0, stamp, stamp))
+                rows.append((run_pk, case_pk, iteration, status, output, error, 0, stamp, stamp))
         # In (case position, iteration) order, in one go: the run page lists a run's results
         # by id, trusting their ids to run in this order (runs.page.results_table).
         executemany(CaseResult, ["run_id", "case_id", "iteration", "status", "output", "error", "attempts",
