@@ -23,6 +23,7 @@ from django.db.models import F, FloatField, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from evaluations.alongside import side_by_side
 from evaluations.bulk import insert_rows
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
@@ -714,11 +715,14 @@ def run_finish(run_id: int) -> bool:
     run = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).first()
     if run is None:
         return False
-    summary = run_summary(run)
     # Prepared outside the transaction (the statistics take 1-2 s at 10,000 cases), stored
     # inside it: no view ever sees the run completed without what the hooks add (its
     # comparison with the default baseline; a crowd of first views would each compute it).
-    completions = [c for hook in completion_hooks if (c := _prepared(hook, run)) is not None]
+    # The summary and the hooks read independently: side by side, on two connections (the
+    # run's other workers are idle by now).
+    summary, completions = side_by_side(
+        lambda: run_summary(run),
+        lambda: [c for hook in completion_hooks if (c := _prepared(hook, run)) is not None])
     finished_at = timezone.now()
     with write_transaction():
         done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(

@@ -12,11 +12,12 @@ left out of it, and every place that shows it says how many were (`judged`,
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any
 
+from django.db import connection
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum
 
+from evaluations.alongside import side_by_side
 from evaluations.evaluators.base import Level
 from evaluations.evaluators.runnable import NOT_RUNNABLE
 from evaluations.messages import first_line, normalise
@@ -38,19 +39,17 @@ def _percentile(qs: Any, field: str, fraction: float, count: int) -> float | Non
 
 
 def run_summary(run: Run) -> dict[str, Any]:
-    """Per-run aggregates, all computed in the database."""
-    scores = Score.objects.filter(run=run, applies_to=Level.CONVERSATION.value)
+    """Per-run aggregates, all computed in the database: the criteria's medians on a second
+    connection while this one counts the rest (`alongside.side_by_side`: at 10,000 cases each
+    half is a tenth of a second of one core)."""
+    (criteria_rows, rest), medians = side_by_side(lambda: (_criteria_rows(run), _results_part(run)),
+                                                  lambda: _medians(run))
     criteria: dict[str, Any] = {}
-    rows = (scores.values("criterion")
-            .annotate(count=Count("pk"), scored=Count("score"), mean=Avg("score"), min=Min("score"),
-                      max=Max("score"), mean_sq=Avg(F("score") * F("score")), passes=Count("pk", filter=Q(passed=True)),
-                      judged=Count("passed"), errors=Count("pk", filter=~Q(error=""))))
-    for row in rows:
-        criterion_scores = scores.filter(criterion=row["criterion"], score__isnull=False)
+    for row in criteria_rows:
         criteria[row["criterion"]] = {
             "count": row["count"],
             "mean": row["mean"],
-            "median": _median(criterion_scores, row["scored"]),
+            "median": medians.get(row["criterion"]) if row["scored"] else None,
             "min": row["min"],
             "max": row["max"],
             # Population std dev from E[x^2] - E[x]^2: NULL-safe on every database (SQLite's
@@ -60,6 +59,38 @@ def run_summary(run: Run) -> dict[str, Any]:
             "passed": row["passes"],
             "errors": row["errors"],
         }
+    return {"criteria": ordered_dict(criteria, ordered_keys((run.config or {}).get("criteria") or {},
+                                                            run.criteria_order)), **rest}
+
+
+def _criteria_rows(run: Run) -> list[dict[str, Any]]:
+    """Per criterion, over its conversation-level scores: counts, mean, extremes, passes."""
+    scores = Score.objects.filter(run=run, applies_to=Level.CONVERSATION.value)
+    return list(scores.values("criterion")
+                .annotate(count=Count("pk"), scored=Count("score"), mean=Avg("score"), min=Min("score"),
+                          max=Max("score"), mean_sq=Avg(F("score") * F("score")),
+                          passes=Count("pk", filter=Q(passed=True)), judged=Count("passed"),
+                          errors=Count("pk", filter=~Q(error=""))))
+
+
+def _medians(run: Run) -> dict[str, float]:
+    """Each criterion's median conversation-level score, in one statement: the scores ranked
+    per criterion in the database, then the middle one (the mean of the middle two when their
+    number is even, as `statistics.median`). Criteria with no score are absent."""
+    table = connection.ops.quote_name(Score._meta.db_table)
+    sql = (f"SELECT criterion, AVG(score) FROM (SELECT criterion, score, "  # noqa: S608 - the model's table
+           f"ROW_NUMBER() OVER (PARTITION BY criterion ORDER BY score) AS place, "
+           f"COUNT(*) OVER (PARTITION BY criterion) AS scored FROM {table} "
+           f"WHERE run_id = %s AND applies_to = %s AND score IS NOT NULL) ranked "
+           f"WHERE place BETWEEN (scored + 1) / 2 AND scored / 2 + 1 GROUP BY criterion")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk, Level.CONVERSATION.value])
+        return dict(cursor.fetchall())
+
+
+def _results_part(run: Run) -> dict[str, Any]:
+    """Everything but the criteria: statuses and pass rate, notices, latency, tokens and cost,
+    tools and nodes."""
     results = CaseResult.objects.filter(run=run)
     timed = results.filter(latency_seconds__isnull=False)
     timed_count = timed.count()
@@ -85,7 +116,6 @@ def run_summary(run: Run) -> dict[str, Any]:
         .order_by("node_name")
     ]
     return {
-        "criteria": ordered_dict(criteria, ordered_keys((run.config or {}).get("criteria") or {}, run.criteria_order)),
         "statuses": status_counts,
         "pass_rate": status_counts.get("passed", 0) / judged if judged else None,
         "judged": judged,  # the pass rate's denominator: passed + failed
@@ -105,13 +135,6 @@ def run_summary(run: Run) -> dict[str, Any]:
         "tools": tools,
         "nodes": nodes,
     }
-
-
-def _median(qs: Any, count: int) -> float | None:
-    if count == 0:
-        return None
-    values = list(qs.order_by("score").values_list("score", flat=True)[(count - 1) // 2:count // 2 + 1])
-    return statistics.fmean(values)
 
 
 NOT_RUNNABLE_KIND = "not_runnable"
