@@ -97,13 +97,33 @@ def test_adk_reply_patterns_read_what_adk_reads() -> None:
     import re
 
     for text in REPLIES:
-        for ours, theirs in ((adk_judges._VALID_FIELD, ADK_VALID), (adk_judges._INVALID_FIELD, ADK_INVALID)):
+        for ours, theirs in ((adk_judges._valid_field(), ADK_VALID), (adk_judges._invalid_field(), ADK_INVALID)):
             found, expected = ours.search(text), re.search(theirs, text)
             assert (found and found.group(1)) == (expected and expected.group(1)), text
-        found, expected = adk_judges._SAFETY.search(text), re.search(ADK_SAFETY, text, re.IGNORECASE)
+        found, expected = adk_judges._safety().search(text), re.search(ADK_SAFETY, text, re.IGNORECASE)
         assert (found and found.group(1)) == (expected and expected.group(1)), text
         for name, theirs in ADK_LINES.items():
             assert getattr(adk_judges, name).findall(text) == re.findall(theirs, text), (name, text)
+
+
+def test_loading_the_evaluators_builds_no_unicode_tables() -> None:
+    """The bounded patterns' Unicode tables cost about 0.3 s a process: built on a judge's first
+    reply, never by importing the evaluators (every web process, CLI command and worker does)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    probe = ("import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'evalsite.settings'); "
+             "django.setup(); from evaluations.evaluators import registry; registry(); "
+             "from evaluations import patterns; "
+             "print(patterns._categories.cache_info().currsize, patterns._case_candidates.cache_info().currsize); "
+             "from evaluations.evaluators.adk_judges import parse_safety; parse_safety('{\"verdict\": \"safe\"}'); "
+             "print(patterns._case_candidates.cache_info().currsize)")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0", "1"]  # none after loading; the first reply builds one
 
 
 def test_hostile_judge_replies_are_parsed_in_linear_time() -> None:
