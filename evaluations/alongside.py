@@ -19,12 +19,13 @@ from typing import Any
 from django.db import connection, connections
 
 
-def side_by_side(*calls: Callable[[], Any]) -> list[Any]:
+def side_by_side(*calls: Callable[[], Any], apart: bool = True) -> list[Any]:
     """Each call's result, in order. The first runs here, on this thread's connection; the
     others on threads of their own, each with its own connection, closed as it ends. Where
-    that is not safe (see the module's docstring) they run here, one after another. An
+    that is not safe (see the module's docstring), or not `apart` (the caller's work is too
+    small to pay for a thread and a connection), they run here, one after another. An
     exception is raised where the call would have raised it, once the others have ended."""
-    if len(calls) <= 1 or not separate_connections_agree():
+    if len(calls) <= 1 or not apart or not separate_connections_agree():
         return [call() for call in calls]
     with ThreadPoolExecutor(max_workers=len(calls) - 1, thread_name_prefix="evalsite-alongside") as pool:
         later = [pool.submit(_on_own_connection, call) for call in calls[1:]]

@@ -18,7 +18,7 @@ from evaluations.alongside import separate_connections_agree, side_by_side
 from evaluations.evaluators.base import Level
 from evaluations.models import Project, Run, Score
 from evaluations.runs import services as runs
-from evaluations.runs.summary import run_summary
+from evaluations.runs.summary import reads_apart, run_summary
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig
 from evaluations.schemas.outputs import AgentOutput
 from tests.engine_helpers import import_demo, regressed_outputs
@@ -58,8 +58,11 @@ def _expected_medians(run: Run) -> dict[str, float]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_side_by_side_summary_equals_the_one_read_in_turn(acme: Project) -> None:
+def test_side_by_side_summary_equals_the_one_read_in_turn(acme: Project, settings: Any) -> None:
+    assert not reads_apart(Run(cases_total=settings.EVALSITE_SIDE_BY_SIDE_RESULTS - 1))
+    settings.EVALSITE_SIDE_BY_SIDE_RESULTS = 1  # the demo run's few results read apart, as a large run's
     run = _run_with_spread(acme)
+    assert reads_apart(run)
     assert separate_connections_agree(), "outside a transaction the summary's reads go side by side"
     apart = run_summary(run)
     with transaction.atomic():

@@ -45,7 +45,7 @@ from evaluations.runs import queue
 from evaluations.runs.bins import keep_chart_bins
 from evaluations.runs.exports import case_native_dict
 from evaluations.runs.loading import PendingResult, load_pending
-from evaluations.runs.summary import run_summary
+from evaluations.runs.summary import reads_apart, run_summary
 from evaluations.safejson import compact_encoder, dumps_fast
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
@@ -718,11 +718,12 @@ def run_finish(run_id: int) -> bool:
     # Prepared outside the transaction (the statistics take 1-2 s at 10,000 cases), stored
     # inside it: no view ever sees the run completed without what the hooks add (its
     # comparison with the default baseline; a crowd of first views would each compute it).
-    # The summary and the hooks read independently: side by side, on two connections (the
-    # run's other workers are idle by now).
+    # The summary and the hooks read independently: side by side, on two connections, for a
+    # large run (the run's other workers are idle by now).
     summary, completions = side_by_side(
         lambda: run_summary(run),
-        lambda: [c for hook in completion_hooks if (c := _prepared(hook, run)) is not None])
+        lambda: [c for hook in completion_hooks if (c := _prepared(hook, run)) is not None],
+        apart=reads_apart(run))
     finished_at = timezone.now()
     with write_transaction():
         done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
