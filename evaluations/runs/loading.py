@@ -4,8 +4,8 @@ Each result needs its case as a native `EvalCase` and, for uploaded outputs, its
 `AgentOutput`. Through the ORM that was a model instance per row, `json.loads` of every JSON
 column, then pydantic validating the dicts and walking every string for a NUL: most of a
 batch's time besides the scoring. Here one query reads the JSON columns as text, and
-pydantic parses and validates each case and output from its JSON in one step; the NUL walk
-runs only on text that holds an escaped NUL (see evaluations.schemas.text)."""
+pydantic parses and validates each case and output from its JSON in one step, without the
+NUL hook on text that holds no NUL (`schemas.text.validate_json`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from evaluations.models import CaseResult, EvalCase
 from evaluations.runs.exports import CASE_FIELDS
 from evaluations.schemas.evalset import EvalCase as NativeCase
 from evaluations.schemas.outputs import AgentOutput
-from evaluations.schemas.text import nul_free
+from evaluations.schemas.text import validate_json
 
 # The case's JSON columns (CASE_FIELDS less the text ones), in CASE_FIELDS order.
 _JSON_FIELDS = [f for f in CASE_FIELDS if f not in ("eval_id", "name", "description")]
@@ -39,10 +39,8 @@ class PendingResult:
         if self.output_text is None:  # a traces run cancelled, then resumed, before its trace came
             return AgentOutput(eval_id=self.eval_id, iteration=self.iteration,
                                error="no output was stored for this case (no trace arrived for it)")
-        text = self.output_text
         try:
-            with nul_free([text]):
-                return AgentOutput.model_validate_json(text)
+            return validate_json(AgentOutput, self.output_text)
         except ValidationError as exc:  # stored at creation, so this means a bug or an edit
             return AgentOutput(eval_id=self.eval_id, iteration=self.iteration,
                                error=f"stored output is invalid: {exc}")
@@ -67,7 +65,5 @@ def load_pending(pks: Sequence[int], *, with_output: bool) -> list[PendingResult
         parts += [f'"{field}":{value if value is not None else "null"}' for field, value in zip(
             _JSON_FIELDS, values, strict=True)]
         case_text = "{" + ",".join(parts) + "}"
-        with nul_free([case_text]):
-            case = NativeCase.model_validate_json(case_text)
-        loaded.append(PendingResult(pk, iteration, eval_id, case, output_text))
+        loaded.append(PendingResult(pk, iteration, eval_id, validate_json(NativeCase, case_text), output_text))
     return loaded
