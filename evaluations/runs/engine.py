@@ -23,7 +23,6 @@ from django.db.models import F, FloatField, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from evaluations.alongside import side_by_side
 from evaluations.bulk import insert_rows
 from evaluations.evaluators import Evaluator, ScoreResult, get_evaluator_class
 from evaluations.evaluators.base import Level
@@ -45,7 +44,7 @@ from evaluations.runs import queue
 from evaluations.runs.bins import keep_chart_bins
 from evaluations.runs.exports import case_native_dict
 from evaluations.runs.loading import PendingResult, load_pending
-from evaluations.runs.summary import reads_apart, run_summary
+from evaluations.runs.summary import summary_with
 from evaluations.safejson import compact_encoder, dumps_fast
 from evaluations.schemas.evalset import CriterionConfig, EvalConfig, StepType
 from evaluations.schemas.evalset import EvalCase as NativeCase
@@ -718,12 +717,11 @@ def run_finish(run_id: int) -> bool:
     # Prepared outside the transaction (the statistics take 1-2 s at 10,000 cases), stored
     # inside it: no view ever sees the run completed without what the hooks add (its
     # comparison with the default baseline; a crowd of first views would each compute it).
-    # The summary and the hooks read independently: side by side, on two connections, for a
-    # large run (the run's other workers are idle by now).
-    summary, completions = side_by_side(
-        lambda: run_summary(run),
-        lambda: [c for hook in completion_hooks if (c := _prepared(hook, run)) is not None],
-        apart=reads_apart(run))
+    # The summary and the hooks read independently: for a large run, the summary's SQL-heavy
+    # parts on connections of their own while this thread counts the rest and runs the hooks
+    # (the run's other workers are idle by now; `summary.summary_with`).
+    summary, completions = summary_with(
+        run, lambda: [c for hook in completion_hooks if (c := _prepared(hook, run)) is not None])
     finished_at = timezone.now()
     with write_transaction():
         done = bool(Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
