@@ -234,8 +234,8 @@ EVALSITE_QCLUSTER_STOP_SECONDS = env_float("EVALSITE_QCLUSTER_STOP_SECONDS", 10.
 # to another run's waiting batch.
 EVALSITE_RUN_WINDOW = env_int("EVALSITE_RUN_WINDOW", 2 * env_int("EVALSITE_WORKERS", 2))
 EVALSITE_SLICE_SECONDS = env_float("EVALSITE_SLICE_SECONDS", 1.0)
-# A run of at least this many results reads its summary and completion side by side, on a
-# second connection (evaluations/alongside.py); a smaller one in turn, on one.
+# A run of at least this many results reads its summary's criteria and medians on connections
+# of their own while its completion goes on (evaluations/alongside.py); a smaller one in turn.
 EVALSITE_SIDE_BY_SIDE_RESULTS = env_int("EVALSITE_SIDE_BY_SIDE_RESULTS", 2000)
 # LLM judge calls in flight at once per batch (docs/runs.md): a chunk's (case, criterion)
 # pairs that call a judge are scored on this many threads.
