@@ -175,6 +175,14 @@ def tab(chromium):  # type: ignore[no-untyped-def]
     context.close()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`-n 4` hands tests out a module's run at a time, few ahead (tests/xdist_schedule.py)."""
+    from tests.xdist_schedule import make_scheduler
+
+    return make_scheduler(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests need Debian's Chromium. Without it they are skipped with that reason,
     unless EVALSITE_REQUIRE_BROWSER is set (CI), where a missing browser is a failure."""
