@@ -4,6 +4,7 @@ purpose (hang, fail then recover, answer garbage, answer in another shape)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import threading
@@ -97,13 +98,16 @@ def _gzip(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=9)
 
 
-# 300 MB of spaces inside valid JSON, gzipped to about 300 KB
-GZIP_BOMB = _gzip(b'{"final_response": "' + b" " * 300_000_000 + b'"}')
+@functools.cache
+def gzip_bomb_body() -> bytes:
+    """300 MB of spaces inside valid JSON, gzipped to about 300 KB: made when a test first asks
+    (0.8 s and 300 MB for a moment), not when each xdist worker imports this module."""
+    return _gzip(b'{"final_response": "' + b" " * 300_000_000 + b'"}')
 SMALL_REPLY = json.dumps({"final_response": "ok, compressed"}).encode()
 
 
 def gzip_bomb(body: dict[str, Any], n: int) -> Reply:
-    return 200, GZIP_BOMB, {"Content-Encoding": "gzip"}
+    return 200, gzip_bomb_body(), {"Content-Encoding": "gzip"}
 
 
 def gzipped(body: dict[str, Any], n: int) -> Reply:
@@ -319,7 +323,7 @@ class TestFailures:
         import tracemalloc
 
         url, seen = agent
-        assert len(GZIP_BOMB) < 400_000
+        assert len(gzip_bomb_body()) < 400_000
         tracemalloc.start()
         try:
             (output,) = run(f"{url}/gzip-bomb", [(case("c", "a"), 0)], max_response_bytes=5_000_000)
