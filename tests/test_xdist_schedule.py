@@ -14,8 +14,8 @@ from tests.xdist_schedule import CHUNK, LOW, ModuleChunkScheduling, make_schedul
 
 
 class _Config:
-    def __init__(self, workers: int, dist: str = "load") -> None:
-        self.values = {"tx": [f"{workers}*popen"], "dist": dist, "maxschedchunk": None}
+    def __init__(self, workers: int, dist: str = "load", maxschedchunk: int | None = None) -> None:
+        self.values = {"tx": [f"{workers}*popen"], "dist": dist, "maxschedchunk": maxschedchunk}
 
     def getvalue(self, name: str) -> Any:
         return self.values[name]
@@ -45,10 +45,11 @@ def _collection(sizes: dict[str, int]) -> list[str]:
     return [f"tests/{module}.py::test_{n}" for module, size in sizes.items() for n in range(size)]
 
 
-def _run(collection: list[str], workers: int, seed: int) -> tuple[ModuleChunkScheduling, list[_Worker], int]:
+def _run(collection: list[str], workers: int, seed: int,
+         maxschedchunk: int | None = None) -> tuple[ModuleChunkScheduling, list[_Worker], int]:
     """Runs a whole session: each step, a random worker that holds tests finishes its oldest.
     Returns the scheduler, the workers and the most tests any worker held at once."""
-    scheduler = ModuleChunkScheduling(_Config(workers))  # type: ignore[arg-type]
+    scheduler = ModuleChunkScheduling(_Config(workers, maxschedchunk=maxschedchunk))  # type: ignore[arg-type]
     nodes = [_Worker(_Gateway(f"gw{n}")) for n in range(workers)]
     for node in nodes:
         scheduler.add_node(node)  # type: ignore[arg-type]
@@ -102,6 +103,14 @@ def test_a_module_longer_than_a_chunk_is_cut_into_chunks_and_spread() -> None:
     _, nodes, _ = _run(collection, 4, seed=7)
     assert sorted(len(chunk) for node in nodes for chunk in node.received) == [CHUNK] * 5
     assert sum(1 for node in nodes if node.received) >= 2
+
+
+def test_maxschedchunk_sets_the_most_given_at_once() -> None:
+    collection = _collection({"test_matrix": 12, "test_slow_server": 8})
+    _, nodes, _ = _run(collection, 2, seed=3, maxschedchunk=3)
+    chunks = [chunk for node in nodes for chunk in node.received]
+    assert max(len(chunk) for chunk in chunks) == 3
+    assert sorted(i for chunk in chunks for i in chunk) == list(range(len(collection)))
 
 
 def test_a_single_test_suite_and_more_workers_than_tests_still_finish() -> None:

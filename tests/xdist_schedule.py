@@ -15,6 +15,7 @@ the queue. Each worker still receives its tests in collection order, which pytes
 order needs (every rolled-back test before any test that commits and flushes, per worker).
 
 Only `--dist load` (the default for `-n`) is replaced; any other `--dist` is xdist's own.
+`--maxschedchunk N` sets the most tests given at once (`CHUNK` by default).
 """
 
 from __future__ import annotations
@@ -62,11 +63,13 @@ class ModuleChunkScheduling(LoadScheduling):
 
     def _next_chunk(self) -> int:
         """How many tests from the front of the queue go together: the front test's module's,
-        at least two (a worker holds its last test until it knows the next) and at most CHUNK."""
+        at least two (a worker holds its last test until it knows the next) and at most CHUNK
+        (or --maxschedchunk)."""
         assert self.collection is not None
         module = _module(self.collection[self.pending[0]])
+        most = max(2, self.maxschedchunk or CHUNK)
         size = 1
-        while (size < min(CHUNK, len(self.pending))
+        while (size < min(most, len(self.pending))
                and (size < 2 or _module(self.collection[self.pending[size]]) == module)):
             size += 1
         return size
