@@ -27,8 +27,10 @@ def capped_count(queryset: Any, *, cap: int, start: int, shown: int, more: bool)
     it: counted up to `cap`; on the last page exact. The count query runs on every page, so a
     page's queries do not vary with its place in the list."""
     counted = queryset.values("pk")[:cap + 1].count()
-    if not more:
+    if not more and (shown or not start):
         return start + shown, False
+    # More after this page, or a page past the end (the list ends before `start`): the count
+    # read, up to the cap.
     return min(counted, cap), counted > cap
 
 
