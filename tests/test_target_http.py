@@ -103,6 +103,8 @@ def gzip_bomb_body() -> bytes:
     """300 MB of spaces inside valid JSON, gzipped to about 300 KB: made when a test first asks
     (0.8 s and 300 MB for a moment), not when each xdist worker imports this module."""
     return _gzip(b'{"final_response": "' + b" " * 300_000_000 + b'"}')
+
+
 SMALL_REPLY = json.dumps({"final_response": "ok, compressed"}).encode()
 
 
